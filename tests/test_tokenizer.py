@@ -1,0 +1,159 @@
+"""The tokenizer against llama.cpp on the real models (fixtures made by tools/make_tokenizer_fixtures.py)."""
+import hashlib
+import pytest
+
+from conftest import load_fixture, smollm2_file, gemma3_file
+from llmbook.gguf import GGUFFile
+from llmbook.tokenizer import Tokenizer, TokenizerError, StreamDecoder, TokenAttr, spm_merge, spm_ids
+
+MODELS = {"smollm2": smollm2_file, "gemma3": gemma3_file}
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def model(request):
+    "(name, Tokenizer, fixture) for each real model."
+    path = MODELS[request.param]()
+    if path is None: pytest.fail(f"{request.param} is not installed (tools/setup.sh --dev installs it)")
+    with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)
+    return request.param, tok, load_fixture(f"tokenizer_{request.param}.json")
+
+
+def fixture_bytes(d: dict) -> bytes:
+    return d["text"].encode("utf-8") if "text" in d else bytes.fromhex(d["hex"])
+
+
+def test_fixture_is_for_this_model(model):
+    name, tok, fx = model
+    assert tok.n_vocab == fx["n_vocab"]
+    assert len(fx["cases"]) > 80
+
+
+def test_special_ids(model):
+    _, tok, fx = model
+    assert (tok.bos, tok.eos, tok.eot, tok.pad) == (fx["bos"], fx["eos"], fx["eot"], fx["pad"])
+    assert (tok.add_bos, tok.add_eos) == (fx["add_bos"], fx["add_eos"])
+    assert sorted(tok.eog_ids) == fx["eog_ids"]
+    assert all(tok.is_eog(t) for t in fx["eog_ids"])
+
+
+def test_token_attributes(model):
+    _, tok, fx = model
+    ours = [[t, int(a)] for t, a in enumerate(tok.attrs) if a != TokenAttr.NORMAL]
+    assert ours == fx["attrs_not_normal"]
+
+
+@pytest.mark.parametrize("special", [False, True])
+def test_every_piece(model, special):
+    "token_to_piece of all ids, hashed the way the fixture script hashes llama.cpp's."
+    _, tok, fx = model
+    h = hashlib.sha256()
+    for tid in range(tok.n_vocab):
+        p = tok.token_to_piece(tid, special)
+        h.update(len(p).to_bytes(4, "little")); h.update(p)
+    if h.hexdigest() != fx["pieces_special_sha256" if special else "pieces_sha256"]:
+        bad = [t for t, d in fx["pieces_sample"].items() if tok.token_to_piece(int(t), True) != fixture_bytes(d)]
+        pytest.fail(f"pieces differ from llama.cpp's; sampled ids that differ: {bad[:20]}")
+
+
+def test_encode_matches_llama_cpp(model):
+    _, tok, fx = model
+    failures = []
+    for c in fx["cases"]:
+        ids = tok.encode(c["text"], add_special=c["add_special"], parse_special=c["parse_special"])
+        if ids != c["ids"]: failures.append((c["text"][:60], c["add_special"], c["parse_special"], ids[:12], c["ids"][:12]))
+    assert not failures, f"{len(failures)} of {len(fx['cases'])} differ, e.g. {failures[:3]}"
+
+
+def test_decode_matches_llama_cpp(model):
+    _, tok, fx = model
+    for c in fx["cases"]:
+        assert tok.decode_bytes(c["ids"]) == fixture_bytes(c["detok"]), c["text"][:60]
+        if "detok_special" in c:
+            assert tok.decode_bytes(c["ids"], special=True) == fixture_bytes(c["detok_special"]), c["text"][:60]
+
+
+def test_round_trip_where_llama_cpp_round_trips(model):
+    _, tok, fx = model
+    n = 0
+    for c in fx["cases"]:
+        if c["add_special"] or c["parse_special"]: continue
+        if fixture_bytes(c["detok"]) == c["text"].encode():
+            assert tok.decode(tok.encode(c["text"], add_special=False)) == c["text"]
+            n += 1
+    assert n > 60
+
+
+def test_stream_decoder_equals_decode(model):
+    _, tok, fx = model
+    for c in fx["cases"]:
+        sd = StreamDecoder(tok)
+        pieces = [sd.feed(t) for t in c["ids"]] + [sd.flush()]
+        assert "".join(pieces) == tok.decode(c["ids"]), c["text"][:60]
+
+
+def test_stream_decoder_holds_split_characters(model):
+    "Emoji and CJK characters that span several tokens come out whole, never as U+FFFD."
+    _, tok, _ = model
+    text = "🦙 我想在 👨\u200d👩\u200d👧 កាន់តែ ✅"
+    ids = tok.encode(text, add_special=False)
+    sd = StreamDecoder(tok)
+    pieces = [sd.feed(t) for t in ids]
+    assert "".join(pieces) + sd.flush() == text
+    assert not any("\ufffd" in p for p in pieces)
+    # some character of this text is split across tokens, so the decoder had to hold bytes back
+    assert any(p == "" for p in pieces)
+
+
+def test_stream_decoder_invalid_utf8(model):
+    "A continuation byte on its own can never complete: it is emitted as U+FFFD, and the text goes on."
+    _, tok, _ = model
+    byte_tok = (lambda b: tok.token_id[f"<0x{b:02X}>"]) if tok.model == "llama" else \
+               (lambda b: tok.token_id[__import__("llmbook.tokenizer").tokenizer.BYTE_TO_UNICODE[b]])
+    a = tok.encode("a", add_special=False)
+    sd = StreamDecoder(tok)
+    out = sd.feed(byte_tok(0xE2)) + sd.feed(byte_tok(0x82)) + sd.feed(a[0]) + sd.feed(byte_tok(0x80)) + sd.flush()
+    assert out == "\ufffda\ufffd"
+    assert tok.decode([byte_tok(0xE2), byte_tok(0x82), a[0], byte_tok(0x80)]) == out
+
+
+def test_spm_from_scratch_matches_llama_cpp():
+    "The chapter's plain-Python SentencePiece BPE gives llama.cpp's ids on Gemma 3's real vocabulary."
+    path = gemma3_file()
+    if path is None: pytest.fail("Gemma 3 is not installed")
+    with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)
+    fx = load_fixture("tokenizer_gemma3.json")
+    from llmbook.tokenizer import split_special
+    for c in fx["cases"]:
+        if c["add_special"] or c["parse_special"]: continue
+        ids = []
+        for frag in split_special(c["text"], tok._specials_user):
+            if isinstance(frag, int): ids.append(frag); continue
+            ids += spm_ids(spm_merge(frag.replace(" ", "\u2581"), tok.token_id, tok.scores), tok.token_id, tok.byte_ids)
+        assert ids == c["ids"], c["text"][:60]
+
+
+def test_encode_is_fast_enough(smollm2_path):
+    "100 kB of English in well under a second (the bench compares with llama.cpp)."
+    import time
+    from pydoc_data.topics import topics
+    text = "\n\n".join(topics[k] for k in sorted(topics))[:100_000]
+    with GGUFFile(smollm2_path) as f: tok = Tokenizer.from_gguf(f)
+    t0 = time.perf_counter(); ids = tok.encode(text, add_special=False); dt = time.perf_counter() - t0
+    assert tok.decode(ids) == text
+    assert dt < 1.5, f"{dt:.2f} s for 100 kB"
+
+
+def test_bad_metadata_errors():
+    good = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-2", "tokenizer.ggml.tokens": ["a", "b", "ab"],
+            "tokenizer.ggml.merges": ["a b"]}
+    assert Tokenizer(good).encode("abab", add_special=False) == [2, 2]
+    for bad, msg in [({}, "tokenizer.ggml.model"),
+                     ({**good, "tokenizer.ggml.pre": "nope"}, "known: "),
+                     ({**good, "tokenizer.ggml.tokens": []}, "empty"),
+                     ({**good, "tokenizer.ggml.tokens": ["a", 3]}, "not <class 'str'>"),
+                     ({**good, "tokenizer.ggml.merges": None}, "merges"),
+                     ({**good, "tokenizer.ggml.model": "llama", "tokenizer.ggml.scores": [0.0]}, "1 items for 3")]:
+        with pytest.raises(TokenizerError, match=msg): Tokenizer(bad)
+    tok = Tokenizer(good)
+    with pytest.raises(IndexError): tok.token_to_piece(99)
+    with pytest.raises(TypeError): tok.encode(b"bytes")
