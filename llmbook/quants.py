@@ -4,17 +4,22 @@
 
 # %% auto #0
 __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1', 'BLOCK_Q8_0', 'BLOCK_Q2_K', 'BLOCK_Q3_K',
-           'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'dequantizer', 'unpack_bits', 'pack_bits',
-           'dequantize_f32', 'dequantize_f16', 'dequantize_bf16', 'dequantize_q4_0', 'dequantize_q4_1',
-           'dequantize_q5_0', 'dequantize_q5_1', 'dequantize_q8_0', 'dequantize_q2_k', 'dequantize_q6_k',
-           'dequantize_q8_k', 'unpack_scales_k4', 'pack_scales_k4', 'dequantize_q4_k', 'dequantize_q5_k',
-           'unpack_scales_q3_k', 'dequantize_q3_k', 'supported_types', 'dequantize', 'dequantize_rows']
+           'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'QUANTIZERS', 'QUANTIZE_CHUNK_BLOCKS', 'dequantizer',
+           'unpack_bits', 'pack_bits', 'dequantize_f32', 'dequantize_f16', 'dequantize_bf16', 'dequantize_q4_0',
+           'dequantize_q4_1', 'dequantize_q5_0', 'dequantize_q5_1', 'dequantize_q8_0', 'dequantize_q2_k',
+           'dequantize_q6_k', 'dequantize_q8_k', 'unpack_scales_k4', 'pack_scales_k4', 'dequantize_q4_k',
+           'dequantize_q5_k', 'unpack_scales_q3_k', 'dequantize_q3_k', 'supported_types', 'dequantize',
+           'dequantize_rows', 'quantizer', 'round_half_away', 'safe_inverse', 'signed_absmax', 'quantize_f32',
+           'quantize_f16', 'quantize_bf16', 'quantize_q8_0', 'quantize_q4_0', 'quantize_q4_1', 'quantize_q5_0',
+           'quantize_q5_1', 'quantize_q8_k', 'fit_scale_min', 'quantize_scales_6bit', 'quantize_q4_k', 'quantize']
 
-# %% ../nbs/02_quants.ipynb #8c2a34fd
+# %% ../nbs/02_quants.ipynb #b0055df2
 import numpy as np
+from fastcore.basics import patch
 from .tensors import GGMLType, GGML_TYPES, QK, QK_K, QTensor, type_info, bf16_to_f32, f32_to_bf16
+from .gguf import GGUFFile
 
-# %% ../nbs/02_quants.ipynb #c19b9855
+# %% ../nbs/02_quants.ipynb #567d0a40
 DEQUANTIZERS = {}   # GGMLType -> function(raw uint8 bytes) -> float32 array (n_blocks, block_size)
 
 def dequantizer(ggml_type):
@@ -24,7 +29,7 @@ def dequantizer(ggml_type):
         return fn
     return register
 
-# %% ../nbs/02_quants.ipynb #fce9bf62
+# %% ../nbs/02_quants.ipynb #b28fa360
 def unpack_bits(packed: np.ndarray, bits: int, group: int) -> np.ndarray:
     """Unpack `bits`-wide unsigned fields from `packed` (n, nbytes) uint8: each run of `group` bytes gives
     `group` values from its lowest `bits` bits, then `group` from the next `bits` bits, and so on."""
@@ -41,7 +46,7 @@ def pack_bits(values: np.ndarray, bits: int, group: int) -> np.ndarray:
     fields = (values.astype(np.uint8) & np.uint8((1 << bits) - 1)).reshape(n, -1, per_byte, group)
     return np.bitwise_or.reduce(fields << shifts, axis=2).reshape(n, -1)
 
-# %% ../nbs/02_quants.ipynb #421520e4
+# %% ../nbs/02_quants.ipynb #94dd0b5e
 @dequantizer(GGMLType.F32)
 def dequantize_f32(raw): return raw.view(np.float32).reshape(-1, 1)
 
@@ -51,14 +56,14 @@ def dequantize_f16(raw): return raw.view(np.float16).astype(np.float32).reshape(
 @dequantizer(GGMLType.BF16)
 def dequantize_bf16(raw): return bf16_to_f32(raw.view(np.uint16)).reshape(-1, 1)
 
-# %% ../nbs/02_quants.ipynb #e4496015
+# %% ../nbs/02_quants.ipynb #6f8a5efc
 BLOCK_Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])
 BLOCK_Q4_1 = np.dtype([("d", "<f2"), ("m", "<f2"), ("qs", "u1", QK // 2)])
 BLOCK_Q5_0 = np.dtype([("d", "<f2"), ("qh", "u1", 4), ("qs", "u1", QK // 2)])
 BLOCK_Q5_1 = np.dtype([("d", "<f2"), ("m", "<f2"), ("qh", "u1", 4), ("qs", "u1", QK // 2)])
 BLOCK_Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])
 
-# %% ../nbs/02_quants.ipynb #7e74b899
+# %% ../nbs/02_quants.ipynb #13d880b1
 def _scale(field) -> np.ndarray:
     "An f16/f32 scale field of n blocks as an (n, 1) float32 column, ready to broadcast over the block."
     return field.astype(np.float32).reshape(-1, 1)
@@ -75,7 +80,7 @@ def dequantize_q4_1(raw):
     q = unpack_bits(b["qs"], 4, QK // 2)
     return _scale(b["d"]) * q + _scale(b["m"])
 
-# %% ../nbs/02_quants.ipynb #2b654581
+# %% ../nbs/02_quants.ipynb #be54a91a
 def _five_bit(b) -> np.ndarray:
     "The 32 five-bit values of each Q5_0/Q5_1 block: nibbles from `qs`, fifth bit from `qh`."
     low = unpack_bits(b["qs"], 4, QK // 2)
@@ -97,7 +102,7 @@ def dequantize_q8_0(raw):
     b = raw.view(BLOCK_Q8_0)
     return _scale(b["d"]) * b["qs"]
 
-# %% ../nbs/02_quants.ipynb #b324431d
+# %% ../nbs/02_quants.ipynb #8fe67813
 BLOCK_Q2_K = np.dtype([("scales", "u1", QK_K // 16), ("qs", "u1", QK_K // 4), ("d", "<f2"), ("dmin", "<f2")])
 BLOCK_Q3_K = np.dtype([("hmask", "u1", QK_K // 8), ("qs", "u1", QK_K // 4), ("scales", "u1", 12), ("d", "<f2")])
 BLOCK_Q4_K = np.dtype([("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", 12), ("qs", "u1", QK_K // 2)])
@@ -105,7 +110,7 @@ BLOCK_Q5_K = np.dtype([("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", 12), ("qh
 BLOCK_Q6_K = np.dtype([("ql", "u1", QK_K // 2), ("qh", "u1", QK_K // 4), ("scales", "i1", QK_K // 16), ("d", "<f2")])
 BLOCK_Q8_K = np.dtype([("d", "<f4"), ("qs", "i1", QK_K), ("bsums", "<i2", QK_K // 16)])
 
-# %% ../nbs/02_quants.ipynb #f0ea4595
+# %% ../nbs/02_quants.ipynb #60ef8e9e
 @dequantizer(GGMLType.Q2_K)
 def dequantize_q2_k(raw):
     b = raw.view(BLOCK_Q2_K)
@@ -115,7 +120,7 @@ def dequantize_q2_k(raw):
     q = unpack_bits(b["qs"], 2, 32).reshape(n, 16, 16)
     return (scale * q - minimum).reshape(n, QK_K)
 
-# %% ../nbs/02_quants.ipynb #db93be0d
+# %% ../nbs/02_quants.ipynb #96304a05
 @dequantizer(GGMLType.Q6_K)
 def dequantize_q6_k(raw):
     b = raw.view(BLOCK_Q6_K)
@@ -131,7 +136,7 @@ def dequantize_q8_k(raw):
     b = raw.view(BLOCK_Q8_K)
     return _scale(b["d"]) * b["qs"]
 
-# %% ../nbs/02_quants.ipynb #ebdc3845
+# %% ../nbs/02_quants.ipynb #e11aae56
 def unpack_scales_k4(scales: np.ndarray):
     "The 8 six-bit (scale, minimum) pairs of each Q4_K/Q5_K super-block, from its 12 packed bytes."
     a, b, c = scales[:, 0:4], scales[:, 4:8], scales[:, 8:12]
@@ -147,7 +152,7 @@ def pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
     c = (sc[:, 4:] & np.uint8(0x0F)) | ((mn[:, 4:] & np.uint8(0x0F)) << np.uint8(4))
     return np.concatenate([a, b, c], axis=1)
 
-# %% ../nbs/02_quants.ipynb #b8bae9ce
+# %% ../nbs/02_quants.ipynb #f4f8915e
 def _k4_scales(b):
     "Per-sub-block scale and minimum of Q4_K/Q5_K super-blocks as (n, 8, 1) float32 columns."
     sc, mn = unpack_scales_k4(b["scales"])
@@ -168,7 +173,7 @@ def dequantize_q5_k(raw):
     q = unpack_bits(b["qs"], 4, 32) | (unpack_bits(b["qh"], 1, 32) << np.uint8(4))
     return (scale * q.reshape(len(b), 8, 32) - minimum).reshape(len(b), QK_K)
 
-# %% ../nbs/02_quants.ipynb #e4cedd50
+# %% ../nbs/02_quants.ipynb #cf33b473
 def unpack_scales_q3_k(scales: np.ndarray) -> np.ndarray:
     "The 16 signed 6-bit sub-block scales of each Q3_K super-block, from its 12 packed bytes, as int8."
     low = unpack_bits(scales[:, :8], 4, 8)
@@ -185,7 +190,7 @@ def dequantize_q3_k(raw):
     q = low - np.int8(4) * (np.int8(1) - no_offset)
     return (scale * q.reshape(n, 16, 16)).reshape(n, QK_K)
 
-# %% ../nbs/02_quants.ipynb #80cd1be2
+# %% ../nbs/02_quants.ipynb #56af2b97
 def supported_types() -> list[str]:
     "Names of the GGML types `dequantize` can decode."
     return [t.name for t in DEQUANTIZERS]
@@ -205,3 +210,186 @@ def dequantize_rows(qt: QTensor, rows) -> np.ndarray:
     if not isinstance(idx, slice) and idx.size and (idx.min() < -qt.shape[0] or idx.max() >= qt.shape[0]):
         raise IndexError(f"row index out of range for a tensor of {qt.shape[0]} rows: {rows!r}")
     return dequantize(qt[idx])
+
+# %% ../nbs/02_quants.ipynb #260a1c4b
+@patch
+def dequantize(self: GGUFFile, name: str) -> np.ndarray:
+    "Tensor `name` of the file as float32, in numpy order (`info.shape`)."
+    return dequantize(self.qtensor(name))
+
+# %% ../nbs/02_quants.ipynb #431d4486
+QUANTIZERS = {}     # GGMLType -> function(float32 blocks (n, block_size)) -> uint8 bytes (n, type_size)
+
+def quantizer(ggml_type):
+    "Decorator: register the decorated function as the quantizer of `ggml_type`."
+    def register(fn):
+        QUANTIZERS[GGMLType(ggml_type)] = fn
+        return fn
+    return register
+
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    "C's `roundf`: to the nearest integer, halves away from zero (exact: no `+ 0.5` that could round up)."
+    a = np.abs(x)
+    whole = np.floor(a)
+    return np.copysign(whole + (a - whole >= 0.5), x)
+
+def safe_inverse(d: np.ndarray) -> np.ndarray:
+    "1/d in float32, and 0 where d is 0 (a block of zeros quantizes to zeros)."
+    with np.errstate(divide="ignore"):
+        return np.where(d == 0, np.float32(0), np.float32(1) / d)
+
+def signed_absmax(x: np.ndarray) -> np.ndarray:
+    "Per row, the value of largest magnitude, sign kept (the first one on ties), as an (n, 1) column."
+    return np.take_along_axis(x, np.abs(x).argmax(axis=1)[:, None], axis=1)
+
+def _records(dtype, n: int, **fields) -> np.ndarray:
+    "n blocks of `dtype` with the given fields, as raw (n, itemsize) bytes (assignment casts f32 -> f16)."
+    out = np.zeros(n, dtype)
+    for name, value in fields.items(): out[name] = value
+    return out.view(np.uint8).reshape(n, dtype.itemsize)
+
+# %% ../nbs/02_quants.ipynb #88780410
+@quantizer(GGMLType.F32)
+def quantize_f32(x): return x.astype(np.float32).view(np.uint8)
+
+@quantizer(GGMLType.F16)
+def quantize_f16(x): return x.astype(np.float16).view(np.uint8)
+
+@quantizer(GGMLType.BF16)
+def quantize_bf16(x): return f32_to_bf16(x).view(np.uint8)
+
+@quantizer(GGMLType.Q8_0)
+def quantize_q8_0(x):
+    d = np.abs(x).max(axis=1, keepdims=True) / np.float32(127)
+    q = round_half_away(x * safe_inverse(d))
+    return _records(BLOCK_Q8_0, len(x), d=d[:, 0], qs=q)
+
+@quantizer(GGMLType.Q4_0)
+def quantize_q4_0(x):
+    d = signed_absmax(x) / np.float32(-8)
+    q = np.minimum(15, np.trunc(x * safe_inverse(d) + np.float32(8.5)))
+    return _records(BLOCK_Q4_0, len(x), d=d[:, 0], qs=pack_bits(q, 4, QK // 2))
+
+@quantizer(GGMLType.Q4_1)
+def quantize_q4_1(x):
+    lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    d = (hi - lo) / np.float32(15)
+    q = np.minimum(15, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5)))
+    return _records(BLOCK_Q4_1, len(x), d=d[:, 0], m=lo[:, 0], qs=pack_bits(q, 4, QK // 2))
+
+# %% ../nbs/02_quants.ipynb #26b50c36
+def _split_five_bit(q):
+    "32 five-bit values per block -> (nibbles packed in 16 bytes, fifth bits packed in 4 bytes)."
+    q = q.astype(np.uint8)
+    return pack_bits(q & np.uint8(0x0F), 4, QK // 2), np.packbits(q >> np.uint8(4), axis=1, bitorder="little")
+
+@quantizer(GGMLType.Q5_0)
+def quantize_q5_0(x):
+    d = signed_absmax(x) / np.float32(-16)
+    qs, qh = _split_five_bit(np.minimum(31, np.trunc(x * safe_inverse(d) + np.float32(16.5))))
+    return _records(BLOCK_Q5_0, len(x), d=d[:, 0], qh=qh, qs=qs)
+
+@quantizer(GGMLType.Q5_1)
+def quantize_q5_1(x):
+    lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    d = (hi - lo) / np.float32(31)
+    qs, qh = _split_five_bit(np.minimum(31, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5))))
+    return _records(BLOCK_Q5_1, len(x), d=d[:, 0], m=lo[:, 0], qh=qh, qs=qs)
+
+# %% ../nbs/02_quants.ipynb #fee39e3f
+@quantizer(GGMLType.Q8_K)
+def quantize_q8_k(x):
+    top = signed_absmax(x)
+    with np.errstate(divide="ignore"):
+        iscale = np.where(top == 0, np.float32(0), np.float32(-127) / top)
+    q = np.minimum(127, np.rint(iscale * x)).astype(np.int8)
+    d = np.where(top == 0, np.float32(0), safe_inverse(iscale))
+    bsums = q.reshape(len(x), QK_K // 16, 16).sum(axis=2, dtype=np.int16)
+    return _records(BLOCK_Q8_K, len(x), d=d[:, 0], qs=q, bsums=bsums)
+
+# %% ../nbs/02_quants.ipynb #9d3f5013
+def _wsum(a):
+    "Row sums of (m, k) float32, adding the k columns left to right as the C reference's loop does."
+    total = np.zeros(a.shape[0], np.float32)
+    for column in a.T: total += column    # k vectorized adds; np.sum's pairwise order would round differently
+    return total
+
+def fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int):
+    """For each row of `x` (m, k) find `scale`, `minimum` >= 0 and levels `L` in 0..nmax so that
+    `scale * L - minimum` is close to `x` in the `w`-weighted squared error (llama.cpp's make_qkx2_quants)."""
+    lo = np.minimum(x.min(axis=1), 0)                   # the grid always reaches down to 0 or below
+    hi = x.max(axis=1)
+    flat = hi == lo                                      # all zeros: scale 0, nothing to search
+    sum_w, sum_x = _wsum(w), _wsum(w * x)
+
+    def levels(iscale, offset): return np.clip(np.rint(iscale[:, None] * (x - offset[:, None])), 0, nmax)
+    def error(scale, offset, L): return _wsum(w * np.square(scale[:, None] * L + offset[:, None] - x))
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = np.float32(nmax) / (hi - lo)
+        L, scale, offset = levels(iscale, lo), np.float32(1) / iscale, lo
+        best = error(scale, offset, L)
+        for step in range(nstep + 1):
+            # the candidate grid is stretched from the *current best* offset (as the reference does)
+            iscale = (np.float32(rmin) + np.float32(rdelta) * np.float32(step) + np.float32(nmax)) / (hi - offset)
+            Lc = levels(iscale, offset)
+            sum_l, sum_l2, sum_xl = _wsum(w * Lc), _wsum(w * Lc * Lc), _wsum(w * Lc * x)
+            D = sum_w * sum_l2 - sum_l * sum_l
+            this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
+            this_offset = (sum_l2 * sum_x - sum_l * sum_xl) / D
+            positive = this_offset > 0                   # a grid that starts above 0: pin it at 0
+            this_scale = np.where(positive, sum_xl / sum_l2, this_scale)
+            this_offset = np.where(positive, np.float32(0), this_offset)
+            err = error(this_scale, this_offset, Lc)
+            better = (D > 0) & (err < best) & ~flat
+            L = np.where(better[:, None], Lc, L)
+            scale, offset, best = np.where(better, this_scale, scale), np.where(better, this_offset, offset), np.where(better, err, best)
+    scale, L = np.where(flat, np.float32(0), scale), np.where(flat[:, None], 0, L)
+    return scale.astype(np.float32), (-offset).astype(np.float32), L
+
+def quantize_scales_6bit(values):
+    "Quantize non-negative per-sub-block values (n, 8) to 6 bits against their row maximum: (levels, f16 step)."
+    top = np.maximum(values.max(axis=1, keepdims=True), 0)
+    inv = np.where(top > 0, np.float32(63) / np.where(top > 0, top, 1), np.float32(0))
+    return np.clip(np.rint(inv * values), 0, 63).astype(np.uint8), (top / np.float32(63)).astype(np.float16)
+
+@quantizer(GGMLType.Q4_K)
+def quantize_q4_k(x):
+    n = len(x)
+    sub = x.reshape(n * 8, 32)
+    weights = np.sqrt(_wsum(sub * sub) / np.float32(32))[:, None] + np.abs(sub)
+    scale, minimum, L = fit_scale_min(sub, weights, 15, -1.0, 0.1, 20)
+    ls, d = quantize_scales_6bit(scale.reshape(n, 8))
+    lm, dmin = quantize_scales_6bit(minimum.reshape(n, 8))
+    # round once more against the scales as they will be decoded (f16 step times 6-bit level)
+    sub_scale = (d.astype(np.float32) * ls).reshape(n * 8, 1)
+    sub_min = (dmin.astype(np.float32) * lm).reshape(n * 8, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        again = np.clip(np.rint((sub + sub_min) / sub_scale), 0, 15)
+    L = np.where(sub_scale != 0, again, L)               # a zero scale keeps the levels of the search
+    return _records(BLOCK_Q4_K, n, d=d[:, 0], dmin=dmin[:, 0], scales=pack_scales_k4(ls, lm),
+                    qs=pack_bits(L.reshape(n, QK_K), 4, 32))
+
+# %% ../nbs/02_quants.ipynb #e1442ff1
+QUANTIZE_CHUNK_BLOCKS = 1 << 14
+
+def quantize(x: np.ndarray, ggml_type) -> QTensor:
+    "Quantize float array `x` to `ggml_type` along its last axis, with llama.cpp's reference rounding rules."
+    info = type_info(ggml_type)
+    t = GGMLType[ggml_type] if isinstance(ggml_type, str) else GGMLType(ggml_type)
+    fn = QUANTIZERS.get(t)
+    if fn is None:
+        raise NotImplementedError(f"cannot quantize to {t.name}: supported types are {', '.join(q.name for q in QUANTIZERS)}")
+    x = np.asarray(x)
+    if x.ndim == 0 or x.size == 0: raise ValueError(f"quantize needs a non-empty array, got shape {x.shape}")
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+        raise TypeError(f"quantize takes a float array, not {x.dtype}")
+    if x.shape[-1] % info.block_size:
+        raise ValueError(f"the last axis ({x.shape[-1]}) must be a multiple of the {t.name} block size {info.block_size}")
+    blocks = x.astype(np.float32, copy=False).reshape(-1, info.block_size)
+    if info.block_size > 1 and not np.isfinite(blocks).all():
+        raise ValueError(f"cannot quantize to {t.name}: the array contains NaN or infinite values")
+    out = np.empty((len(blocks), info.type_size), np.uint8)
+    for start in range(0, len(blocks), QUANTIZE_CHUNK_BLOCKS):
+        out[start:start + QUANTIZE_CHUNK_BLOCKS] = fn(blocks[start:start + QUANTIZE_CHUNK_BLOCKS])
+    return QTensor(out.reshape(-1), t, x.shape)

@@ -1,15 +1,21 @@
-"""llmbook.quants against gguf-py's reference (de)quantizers, on random blocks.
+"""llmbook.quants against gguf-py's reference (de)quantizers and llama.cpp's own (ggml's C reference functions,
+recorded in tests/fixtures/quants_ggml.json by tools/make_quant_fixtures.py), on random blocks.
 
-Tolerance: exact equality everywhere. Our dequantizers compute each value with the same float32 operations in
-the same order as gguf-py (and ggml's C reference), so no ulp slack is needed; a failure here is a real bug.
+Tolerance: exact equality everywhere (bit for bit for floats, byte for byte for blocks). Our code computes each
+value with the same float32 operations in the same order as the references, so no ulp slack is needed; a
+failure here is a real bug.
 """
+import base64, json
+from pathlib import Path
 import numpy as np
 import pytest
 import gguf
 from gguf import GGMLQuantizationType as GQ
 
 from llmbook.tensors import GGMLType, GGML_TYPES, QTensor
-from llmbook.quants import dequantize, dequantize_rows, supported_types
+from llmbook.gguf import GGUFFile, GGUFWriter
+import llmbook.quants as quants
+from llmbook.quants import dequantize, dequantize_rows, quantize, supported_types
 
 # Byte offsets of the f16 scale fields in each block: random bytes there could be NaN/inf, so we set them.
 F16_FIELDS = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q2_K": [80, 82],
@@ -88,3 +94,126 @@ def test_dequantize_rows():
         dequantize_rows(qt, [6])
     with pytest.raises(ValueError, match="2-D"):
         dequantize_rows(QTensor(raw, GGMLType.Q4_K, (6 * 1024,)), [0])
+
+
+# ---------------------------------------------------------------- quantize vs gguf-py
+
+def quant_cases(rng, block):
+    "Gaussian rows plus the edge cases the rounding rules are about; (rows, 8 blocks) float32."
+    x = rng.standard_normal((12, 8 * block)).astype(np.float32)
+    x[0] = 0                                          # all-zero blocks: d = 0, no division by zero
+    x[1] = 0.01; x[1, 5] = 7.0                        # a single large value
+    x[2] = -np.abs(x[2]); x[2, 3] = -9.0              # the value of largest magnitude is negative
+    x[3, :block] = np.linspace(-1, 1, block)          # +max and -max tie: the first one wins
+    x[4] = 0.5                                        # constant blocks (max == min)
+    x[5] = np.abs(x[5])                               # all positive: the minimum matters
+    x[6] = np.round(x[6] * 4) / 4                     # values on exact halves of typical grids
+    x[7] *= 1e4; x[8] *= 1e-5                         # huge and tiny (f16 subnormal scales)
+    x[9, ::2] = 0                                     # many zeros
+    return x
+
+
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"])
+def test_quantize_bytes_match_gguf_py(name):
+    rng = np.random.default_rng(100 + sum(map(ord, name)))
+    x = quant_cases(rng, 32)
+    ours = quantize(x, name)
+    ref = gguf.quants.quantize(x, GQ[name])
+    assert ours.type == GGMLType[name] and ours.shape == x.shape
+    np.testing.assert_array_equal(ours.data, ref.reshape(-1))
+    big = rng.standard_normal((64, 4096)).astype(np.float32) * 0.02      # a weight-like matrix
+    np.testing.assert_array_equal(quantize(big, name).data, gguf.quants.quantize(big, GQ[name]).reshape(-1))
+
+
+@pytest.mark.parametrize("name", ["F32", "F16", "BF16"])
+def test_quantize_floats_match_gguf_py(name):
+    x = quant_cases(np.random.default_rng(7), 32)
+    x[10, :4] = [np.inf, -np.inf, np.nan, 1e-40]      # float types keep non-finite values
+    ours = quantize(x, name)
+    ref = gguf.quants.quantize(x, GQ[name])
+    np.testing.assert_array_equal(ours.data, np.ascontiguousarray(ref).view(np.uint8).reshape(-1))
+
+
+def test_quantize_roundtrip_error_bounds():
+    x = np.random.default_rng(1).standard_normal((64, 1024)).astype(np.float32)
+    for name, bound in {"Q4_0": 0.10, "Q4_1": 0.09, "Q5_0": 0.05, "Q5_1": 0.045, "Q8_0": 0.0065,
+                        "Q4_K": 0.08, "Q8_K": 0.008}.items():
+        rmse = np.sqrt(np.mean((dequantize(quantize(x, name)) - x) ** 2))
+        assert rmse < bound, (name, rmse)
+
+
+def test_quantize_errors():
+    with pytest.raises(ValueError, match="multiple of the Q4_0 block size 32"):
+        quantize(np.ones(40, np.float32), "Q4_0")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        quantize(np.r_[np.ones(31), np.inf], "Q8_0")
+    with pytest.raises(NotImplementedError, match="Q3_K"):
+        quantize(np.ones(256), "Q3_K")
+    with pytest.raises(ValueError, match="unknown GGML type"):
+        quantize(np.ones(32), "Q7_0")
+    with pytest.raises(ValueError, match="non-empty"):
+        quantize(np.ones((0, 32)), "Q8_0")
+    with pytest.raises(TypeError):
+        quantize(np.array(["a"] * 32), "Q8_0")
+
+
+def test_quantize_in_chunks(monkeypatch):
+    "Chunking big tensors must not change a byte."
+    x = np.random.default_rng(2).standard_normal((8, 2048)).astype(np.float32)
+    whole = {n: quantize(x, n).data.copy() for n in ["Q4_K", "Q8_0"]}
+    monkeypatch.setattr(quants, "QUANTIZE_CHUNK_BLOCKS", 3)
+    for n, data in whole.items():
+        np.testing.assert_array_equal(quantize(x, n).data, data)
+
+
+# ---------------------------------------------------------------- against llama.cpp (ggml) itself
+
+FIXTURE = Path(__file__).parent / "fixtures" / "quants_ggml.json"
+
+
+@pytest.fixture(scope="module")
+def ggml_ref():
+    return json.loads(FIXTURE.read_text())
+
+
+def b64(s, dtype): return np.frombuffer(base64.b64decode(s), dtype)
+
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K"])
+def test_dequantize_matches_ggml(ggml_ref, name):
+    case = ggml_ref["dequantize"][name]
+    raw, values = b64(case["raw"], np.uint8), b64(case["values"], np.float32)
+    ours = dequantize(QTensor(raw, GGMLType[name], (values.size,)))
+    np.testing.assert_array_equal(ours.view(np.uint32), values.view(np.uint32))
+
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q8_K"])
+def test_quantize_bytes_match_ggml(ggml_ref, name):
+    "Byte-identical to ggml's quantize_row_*_ref, Q4_K's scale search and Q8_K included."
+    x = b64(ggml_ref["quantize_input"], np.float32)
+    ref = b64(ggml_ref["quantize"][name], np.uint8)
+    ours = quantize(x, name).data
+    size = GGML_TYPES[GGMLType[name]].type_size
+    differ = np.flatnonzero((ours.reshape(-1, size) != ref.reshape(-1, size)).any(axis=1))
+    assert differ.size == 0, f"{name}: blocks {differ[:10].tolist()} differ from llama.cpp's"
+
+
+# ---------------------------------------------------------------- GGUFFile.dequantize
+
+def test_gguf_file_dequantize(tmp_path):
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((6, 256)).astype(np.float32)
+    writer = GGUFWriter(tmp_path / "t.gguf", arch="llama")
+    for name in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "F16", "BF16"]:
+        writer.add_tensor(f"w.{name}", quantize(w, name))
+    writer.add_tensor("w.F32", w)
+    path = writer.write()
+    with GGUFFile(path) as f:
+        for name in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "F16", "BF16", "F32"]:
+            got = f.dequantize(f"w.{name}")
+            assert got.dtype == np.float32 and got.shape == (6, 256)
+            np.testing.assert_array_equal(got, dequantize(quantize(w, name)))
+        with pytest.raises(KeyError, match="no tensor"):
+            f.dequantize("missing")
+    # fastcore's @patch must leave the module's own dequantize (QTensor -> array) in place
+    assert quants.dequantize is dequantize and dequantize.__code__.co_varnames[0] == "qt"
