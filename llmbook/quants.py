@@ -4,22 +4,23 @@
 
 # %% auto #0
 __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1', 'BLOCK_Q8_0', 'BLOCK_Q2_K', 'BLOCK_Q3_K',
-           'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'QUANTIZERS', 'QUANTIZE_CHUNK_BLOCKS', 'dequantizer',
-           'unpack_bits', 'pack_bits', 'dequantize_f32', 'dequantize_f16', 'dequantize_bf16', 'dequantize_q4_0',
-           'dequantize_q4_1', 'dequantize_q5_0', 'dequantize_q5_1', 'dequantize_q8_0', 'dequantize_q2_k',
-           'dequantize_q6_k', 'dequantize_q8_k', 'unpack_scales_k4', 'pack_scales_k4', 'dequantize_q4_k',
-           'dequantize_q5_k', 'unpack_scales_q3_k', 'dequantize_q3_k', 'supported_types', 'dequantize',
-           'dequantize_rows', 'quantizer', 'round_half_away', 'safe_inverse', 'signed_absmax', 'quantize_f32',
-           'quantize_f16', 'quantize_bf16', 'quantize_q8_0', 'quantize_q4_0', 'quantize_q4_1', 'quantize_q5_0',
-           'quantize_q5_1', 'quantize_q8_k', 'fit_scale_min', 'quantize_scales_6bit', 'quantize_q4_k', 'quantize']
+           'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'QUANTIZERS', 'GROUP_MAX_EPS',
+           'QUANTIZE_CHUNK_BLOCKS', 'dequantizer', 'unpack_bits', 'pack_bits', 'dequantize_f32', 'dequantize_f16',
+           'dequantize_bf16', 'dequantize_q4_0', 'dequantize_q4_1', 'dequantize_q5_0', 'dequantize_q5_1',
+           'dequantize_q8_0', 'dequantize_q2_k', 'dequantize_q6_k', 'dequantize_q8_k', 'unpack_scales_k4',
+           'pack_scales_k4', 'dequantize_q4_k', 'dequantize_q5_k', 'unpack_scales_q3_k', 'dequantize_q3_k',
+           'supported_types', 'dequantize', 'dequantize_rows', 'quantizer', 'round_half_away', 'safe_inverse',
+           'signed_absmax', 'quantize_f32', 'quantize_f16', 'quantize_bf16', 'quantize_q8_0', 'quantize_q4_0',
+           'quantize_q4_1', 'quantize_q5_0', 'quantize_q5_1', 'quantize_q8_k', 'fit_scale_min', 'quantize_scales_6bit',
+           'quantize_q4_k', 'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k', 'quantize']
 
-# %% ../nbs/02_quants.ipynb #b0055df2
+# %% ../nbs/02_quants.ipynb #dbe4bc2a
 import numpy as np
 from fastcore.basics import patch
 from .tensors import GGMLType, GGML_TYPES, QK, QK_K, QTensor, type_info, bf16_to_f32, f32_to_bf16
 from .gguf import GGUFFile
 
-# %% ../nbs/02_quants.ipynb #567d0a40
+# %% ../nbs/02_quants.ipynb #d9c2c82a
 DEQUANTIZERS = {}   # GGMLType -> function(raw uint8 bytes) -> float32 array (n_blocks, block_size)
 
 def dequantizer(ggml_type):
@@ -29,7 +30,7 @@ def dequantizer(ggml_type):
         return fn
     return register
 
-# %% ../nbs/02_quants.ipynb #b28fa360
+# %% ../nbs/02_quants.ipynb #55db441f
 def unpack_bits(packed: np.ndarray, bits: int, group: int) -> np.ndarray:
     """Unpack `bits`-wide unsigned fields from `packed` (n, nbytes) uint8: each run of `group` bytes gives
     `group` values from its lowest `bits` bits, then `group` from the next `bits` bits, and so on."""
@@ -46,7 +47,7 @@ def pack_bits(values: np.ndarray, bits: int, group: int) -> np.ndarray:
     fields = (values.astype(np.uint8) & np.uint8((1 << bits) - 1)).reshape(n, -1, per_byte, group)
     return np.bitwise_or.reduce(fields << shifts, axis=2).reshape(n, -1)
 
-# %% ../nbs/02_quants.ipynb #94dd0b5e
+# %% ../nbs/02_quants.ipynb #e32ffc34
 @dequantizer(GGMLType.F32)
 def dequantize_f32(raw): return raw.view(np.float32).reshape(-1, 1)
 
@@ -56,14 +57,14 @@ def dequantize_f16(raw): return raw.view(np.float16).astype(np.float32).reshape(
 @dequantizer(GGMLType.BF16)
 def dequantize_bf16(raw): return bf16_to_f32(raw.view(np.uint16)).reshape(-1, 1)
 
-# %% ../nbs/02_quants.ipynb #6f8a5efc
+# %% ../nbs/02_quants.ipynb #217e68b5
 BLOCK_Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])
 BLOCK_Q4_1 = np.dtype([("d", "<f2"), ("m", "<f2"), ("qs", "u1", QK // 2)])
 BLOCK_Q5_0 = np.dtype([("d", "<f2"), ("qh", "u1", 4), ("qs", "u1", QK // 2)])
 BLOCK_Q5_1 = np.dtype([("d", "<f2"), ("m", "<f2"), ("qh", "u1", 4), ("qs", "u1", QK // 2)])
 BLOCK_Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])
 
-# %% ../nbs/02_quants.ipynb #13d880b1
+# %% ../nbs/02_quants.ipynb #49e8334b
 def _scale(field) -> np.ndarray:
     "An f16/f32 scale field of n blocks as an (n, 1) float32 column, ready to broadcast over the block."
     return field.astype(np.float32).reshape(-1, 1)
@@ -80,7 +81,7 @@ def dequantize_q4_1(raw):
     q = unpack_bits(b["qs"], 4, QK // 2)
     return _scale(b["d"]) * q + _scale(b["m"])
 
-# %% ../nbs/02_quants.ipynb #be54a91a
+# %% ../nbs/02_quants.ipynb #4bf60c19
 def _five_bit(b) -> np.ndarray:
     "The 32 five-bit values of each Q5_0/Q5_1 block: nibbles from `qs`, fifth bit from `qh`."
     low = unpack_bits(b["qs"], 4, QK // 2)
@@ -102,7 +103,7 @@ def dequantize_q8_0(raw):
     b = raw.view(BLOCK_Q8_0)
     return _scale(b["d"]) * b["qs"]
 
-# %% ../nbs/02_quants.ipynb #8fe67813
+# %% ../nbs/02_quants.ipynb #0d8246f8
 BLOCK_Q2_K = np.dtype([("scales", "u1", QK_K // 16), ("qs", "u1", QK_K // 4), ("d", "<f2"), ("dmin", "<f2")])
 BLOCK_Q3_K = np.dtype([("hmask", "u1", QK_K // 8), ("qs", "u1", QK_K // 4), ("scales", "u1", 12), ("d", "<f2")])
 BLOCK_Q4_K = np.dtype([("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", 12), ("qs", "u1", QK_K // 2)])
@@ -110,7 +111,7 @@ BLOCK_Q5_K = np.dtype([("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", 12), ("qh
 BLOCK_Q6_K = np.dtype([("ql", "u1", QK_K // 2), ("qh", "u1", QK_K // 4), ("scales", "i1", QK_K // 16), ("d", "<f2")])
 BLOCK_Q8_K = np.dtype([("d", "<f4"), ("qs", "i1", QK_K), ("bsums", "<i2", QK_K // 16)])
 
-# %% ../nbs/02_quants.ipynb #60ef8e9e
+# %% ../nbs/02_quants.ipynb #304ce878
 @dequantizer(GGMLType.Q2_K)
 def dequantize_q2_k(raw):
     b = raw.view(BLOCK_Q2_K)
@@ -120,7 +121,7 @@ def dequantize_q2_k(raw):
     q = unpack_bits(b["qs"], 2, 32).reshape(n, 16, 16)
     return (scale * q - minimum).reshape(n, QK_K)
 
-# %% ../nbs/02_quants.ipynb #96304a05
+# %% ../nbs/02_quants.ipynb #aad68997
 @dequantizer(GGMLType.Q6_K)
 def dequantize_q6_k(raw):
     b = raw.view(BLOCK_Q6_K)
@@ -136,7 +137,7 @@ def dequantize_q8_k(raw):
     b = raw.view(BLOCK_Q8_K)
     return _scale(b["d"]) * b["qs"]
 
-# %% ../nbs/02_quants.ipynb #e11aae56
+# %% ../nbs/02_quants.ipynb #b3f9395a
 def unpack_scales_k4(scales: np.ndarray):
     "The 8 six-bit (scale, minimum) pairs of each Q4_K/Q5_K super-block, from its 12 packed bytes."
     a, b, c = scales[:, 0:4], scales[:, 4:8], scales[:, 8:12]
@@ -152,7 +153,7 @@ def pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
     c = (sc[:, 4:] & np.uint8(0x0F)) | ((mn[:, 4:] & np.uint8(0x0F)) << np.uint8(4))
     return np.concatenate([a, b, c], axis=1)
 
-# %% ../nbs/02_quants.ipynb #f4f8915e
+# %% ../nbs/02_quants.ipynb #ec29aa85
 def _k4_scales(b):
     "Per-sub-block scale and minimum of Q4_K/Q5_K super-blocks as (n, 8, 1) float32 columns."
     sc, mn = unpack_scales_k4(b["scales"])
@@ -173,7 +174,7 @@ def dequantize_q5_k(raw):
     q = unpack_bits(b["qs"], 4, 32) | (unpack_bits(b["qh"], 1, 32) << np.uint8(4))
     return (scale * q.reshape(len(b), 8, 32) - minimum).reshape(len(b), QK_K)
 
-# %% ../nbs/02_quants.ipynb #cf33b473
+# %% ../nbs/02_quants.ipynb #0b532a57
 def unpack_scales_q3_k(scales: np.ndarray) -> np.ndarray:
     "The 16 signed 6-bit sub-block scales of each Q3_K super-block, from its 12 packed bytes, as int8."
     low = unpack_bits(scales[:, :8], 4, 8)
@@ -190,10 +191,10 @@ def dequantize_q3_k(raw):
     q = low - np.int8(4) * (np.int8(1) - no_offset)
     return (scale * q.reshape(n, 16, 16)).reshape(n, QK_K)
 
-# %% ../nbs/02_quants.ipynb #56af2b97
+# %% ../nbs/02_quants.ipynb #300fba38
 def supported_types() -> list[str]:
     "Names of the GGML types `dequantize` can decode."
-    return [t.name for t in DEQUANTIZERS]
+    return [t.name for t in sorted(DEQUANTIZERS)]
 
 def dequantize(qt: QTensor) -> np.ndarray:
     "The values of `qt` as float32 in `qt.shape` (numpy order). F32 tensors come back as a view, not a copy."
@@ -211,13 +212,7 @@ def dequantize_rows(qt: QTensor, rows) -> np.ndarray:
         raise IndexError(f"row index out of range for a tensor of {qt.shape[0]} rows: {rows!r}")
     return dequantize(qt[idx])
 
-# %% ../nbs/02_quants.ipynb #260a1c4b
-@patch
-def dequantize(self: GGUFFile, name: str) -> np.ndarray:
-    "Tensor `name` of the file as float32, in numpy order (`info.shape`)."
-    return dequantize(self.qtensor(name))
-
-# %% ../nbs/02_quants.ipynb #431d4486
+# %% ../nbs/02_quants.ipynb #e9c06806
 QUANTIZERS = {}     # GGMLType -> function(float32 blocks (n, block_size)) -> uint8 bytes (n, type_size)
 
 def quantizer(ggml_type):
@@ -248,7 +243,7 @@ def _records(dtype, n: int, **fields) -> np.ndarray:
     for name, value in fields.items(): out[name] = value
     return out.view(np.uint8).reshape(n, dtype.itemsize)
 
-# %% ../nbs/02_quants.ipynb #88780410
+# %% ../nbs/02_quants.ipynb #55b6feaa
 @quantizer(GGMLType.F32)
 def quantize_f32(x): return x.astype(np.float32).view(np.uint8)
 
@@ -277,7 +272,7 @@ def quantize_q4_1(x):
     q = np.minimum(15, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5)))
     return _records(BLOCK_Q4_1, len(x), d=d[:, 0], m=lo[:, 0], qs=pack_bits(q, 4, QK // 2))
 
-# %% ../nbs/02_quants.ipynb #26b50c36
+# %% ../nbs/02_quants.ipynb #f833f7f0
 def _split_five_bit(q):
     "32 five-bit values per block -> (nibbles packed in 16 bytes, fifth bits packed in 4 bytes)."
     q = q.astype(np.uint8)
@@ -296,7 +291,7 @@ def quantize_q5_1(x):
     qs, qh = _split_five_bit(np.minimum(31, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5))))
     return _records(BLOCK_Q5_1, len(x), d=d[:, 0], m=lo[:, 0], qh=qh, qs=qs)
 
-# %% ../nbs/02_quants.ipynb #fee39e3f
+# %% ../nbs/02_quants.ipynb #38b48da1
 @quantizer(GGMLType.Q8_K)
 def quantize_q8_k(x):
     top = signed_absmax(x)
@@ -307,7 +302,7 @@ def quantize_q8_k(x):
     bsums = q.reshape(len(x), QK_K // 16, 16).sum(axis=2, dtype=np.int16)
     return _records(BLOCK_Q8_K, len(x), d=d[:, 0], qs=q, bsums=bsums)
 
-# %% ../nbs/02_quants.ipynb #9d3f5013
+# %% ../nbs/02_quants.ipynb #be30838d
 def _wsum(a):
     "Row sums of (m, k) float32, adding the k columns left to right as the C reference's loop does."
     total = np.zeros(a.shape[0], np.float32)
@@ -353,24 +348,78 @@ def quantize_scales_6bit(values):
     inv = np.where(top > 0, np.float32(63) / np.where(top > 0, top, 1), np.float32(0))
     return np.clip(np.rint(inv * values), 0, 63).astype(np.uint8), (top / np.float32(63)).astype(np.float16)
 
-@quantizer(GGMLType.Q4_K)
-def quantize_q4_k(x):
+def _quantize_k_with_min(x, nmax: int, rmin: float, nstep: int):
+    "Q4_K/Q5_K: levels 0..nmax per weight, and the (d, dmin, 6-bit scales) of each super-block."
     n = len(x)
     sub = x.reshape(n * 8, 32)
     weights = np.sqrt(_wsum(sub * sub) / np.float32(32))[:, None] + np.abs(sub)
-    scale, minimum, L = fit_scale_min(sub, weights, 15, -1.0, 0.1, 20)
+    scale, minimum, L = fit_scale_min(sub, weights, nmax, rmin, 0.1, nstep)
     ls, d = quantize_scales_6bit(scale.reshape(n, 8))
     lm, dmin = quantize_scales_6bit(minimum.reshape(n, 8))
     # round once more against the scales as they will be decoded (f16 step times 6-bit level)
     sub_scale = (d.astype(np.float32) * ls).reshape(n * 8, 1)
     sub_min = (dmin.astype(np.float32) * lm).reshape(n * 8, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        again = np.clip(np.rint((sub + sub_min) / sub_scale), 0, 15)
-    L = np.where(sub_scale != 0, again, L)               # a zero scale keeps the levels of the search
-    return _records(BLOCK_Q4_K, n, d=d[:, 0], dmin=dmin[:, 0], scales=pack_scales_k4(ls, lm),
-                    qs=pack_bits(L.reshape(n, QK_K), 4, 32))
+        again = np.clip(np.rint((sub + sub_min) / sub_scale), 0, nmax)
+    L = np.where(sub_scale != 0, again, L).reshape(n, QK_K)   # a zero scale keeps the levels of the search
+    return L.astype(np.uint8), dict(d=d[:, 0], dmin=dmin[:, 0], scales=pack_scales_k4(ls, lm))
 
-# %% ../nbs/02_quants.ipynb #e1442ff1
+@quantizer(GGMLType.Q4_K)
+def quantize_q4_k(x):
+    L, fields = _quantize_k_with_min(x, 15, -1.0, 20)
+    return _records(BLOCK_Q4_K, len(x), qs=pack_bits(L, 4, 32), **fields)
+
+@quantizer(GGMLType.Q5_K)
+def quantize_q5_k(x):
+    L, fields = _quantize_k_with_min(x, 31, -0.5, 15)
+    return _records(BLOCK_Q5_K, len(x), qs=pack_bits(L & np.uint8(15), 4, 32), qh=pack_bits(L >> np.uint8(4), 1, 32), **fields)
+
+# %% ../nbs/02_quants.ipynb #25f30b97
+GROUP_MAX_EPS = np.float32(1e-15)    # below this, llama.cpp treats a group as all zeros
+
+def fit_symmetric_scale(x, nmax: int):
+    """For each row of `x` (m, k): a scale and levels `L` in 0..2*nmax-1 so that `scale * (L - nmax)` is close
+    to `x`, weighting each value by `x²` (llama.cpp's make_qx_quants with rmse_type 1)."""
+    top = signed_absmax(x)[:, 0]
+    zero = np.abs(top) < GROUP_MAX_EPS
+    top = np.where(zero, np.float32(1), top)
+    w = x * x
+    def levels(iscale): return np.clip(np.rint(iscale[:, None] * x), -nmax, nmax - 1)
+    def fit(L): return _wsum(w * x * L), _wsum(w * L * L)
+
+    L = levels(np.float32(-nmax) / top)
+    sumlx, suml2 = fit(L)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(suml2 != 0, sumlx / suml2, np.float32(0))
+        best = scale * sumlx
+        for k in [k for k in range(-9, 10) if k != 0]:
+            Lc = levels(-(np.float32(nmax) + np.float32(0.1) * np.float32(k)) / top)
+            sumlx, suml2 = fit(Lc)
+            better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
+            L = np.where(better[:, None], Lc, L)
+            scale = np.where(better, sumlx / suml2, scale)
+            best = np.where(better, scale * sumlx, best)
+    return np.where(zero, np.float32(0), scale), np.where(zero[:, None], 0, L + nmax)
+
+@quantizer(GGMLType.Q6_K)
+def quantize_q6_k(x):
+    n = len(x)
+    sub = x.reshape(n * 16, 16)
+    scale, L = fit_symmetric_scale(sub, 32)
+    top = signed_absmax(scale.reshape(n, 16))
+    zero = np.abs(top) < GROUP_MAX_EPS                     # an all-zero super-block is all zero bytes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = np.where(zero, np.float32(0), np.float32(-128) / top)
+        d = np.where(zero, np.float32(0), np.float32(1) / iscale).astype(np.float16)
+        ls = np.minimum(127, np.rint(iscale * scale.reshape(n, 16))).astype(np.int8)
+        sub_scale = (d.astype(np.float32) * ls).reshape(n * 16, 1)
+        again = np.clip(np.rint(sub / sub_scale), -32, 31) + 32
+    L = np.where(sub_scale != 0, again, L).reshape(n, QK_K).astype(np.uint8)
+    L[zero[:, 0]] = 0
+    return _records(BLOCK_Q6_K, n, ql=pack_bits(L & np.uint8(15), 4, 64), qh=pack_bits(L >> np.uint8(4), 2, 32),
+                    scales=ls, d=d[:, 0])
+
+# %% ../nbs/02_quants.ipynb #a7e4c974
 QUANTIZE_CHUNK_BLOCKS = 1 << 14
 
 def quantize(x: np.ndarray, ggml_type) -> QTensor:
@@ -379,7 +428,7 @@ def quantize(x: np.ndarray, ggml_type) -> QTensor:
     t = GGMLType[ggml_type] if isinstance(ggml_type, str) else GGMLType(ggml_type)
     fn = QUANTIZERS.get(t)
     if fn is None:
-        raise NotImplementedError(f"cannot quantize to {t.name}: supported types are {', '.join(q.name for q in QUANTIZERS)}")
+        raise NotImplementedError(f"cannot quantize to {t.name}: supported types are {', '.join(q.name for q in sorted(QUANTIZERS))}")
     x = np.asarray(x)
     if x.ndim == 0 or x.size == 0: raise ValueError(f"quantize needs a non-empty array, got shape {x.shape}")
     if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
@@ -393,3 +442,9 @@ def quantize(x: np.ndarray, ggml_type) -> QTensor:
     for start in range(0, len(blocks), QUANTIZE_CHUNK_BLOCKS):
         out[start:start + QUANTIZE_CHUNK_BLOCKS] = fn(blocks[start:start + QUANTIZE_CHUNK_BLOCKS])
     return QTensor(out.reshape(-1), t, x.shape)
+
+# %% ../nbs/02_quants.ipynb #f88a51b8
+@patch
+def dequantize(self: GGUFFile, name: str) -> np.ndarray:
+    "Tensor `name` of the file as float32, in numpy order (`info.shape`)."
+    return dequantize(self.qtensor(name))
