@@ -123,10 +123,10 @@ def test_spm_from_scratch_matches_llama_cpp():
     with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)
     fx = load_fixture("tokenizer_gemma3.json")
     from llmbook.tokenizer import split_special
+    assert not tok.add_space_prefix
     for c in fx["cases"]:
-        if c["add_special"] or c["parse_special"]: continue
-        ids = []
-        for frag in split_special(c["text"], tok._specials_user):
+        ids = [tok.bos] if c["add_special"] and tok.add_bos else []
+        for frag in split_special(c["text"], tok._specials_all if c["parse_special"] else tok._specials_user):
             if isinstance(frag, int): ids.append(frag); continue
             ids += spm_ids(spm_merge(frag.replace(" ", "\u2581"), tok.token_id, tok.scores), tok.token_id, tok.byte_ids)
         assert ids == c["ids"], c["text"][:60]
@@ -157,3 +157,37 @@ def test_bad_metadata_errors():
     tok = Tokenizer(good)
     with pytest.raises(IndexError): tok.token_to_piece(99)
     with pytest.raises(TypeError): tok.encode(b"bytes")
+
+
+@pytest.fixture(scope="module")
+def smollm2_metadata():
+    path = smollm2_file()
+    if path is None: pytest.fail("SmolLM2 is not installed")
+    with GGUFFile(path) as f: return dict(f.metadata)
+
+
+@pytest.mark.parametrize("pre", ["gpt-2", "llama-bpe", "qwen2", "starcoder"])
+def test_other_pre_tokenizers(smollm2_metadata, pre):
+    "SmolLM2's vocabulary under other pre-tokenizers, against llama.cpp loading the same vocabulary."
+    fx = load_fixture("tokenizer_bpe_variants.json")["variants"][pre]
+    tok = Tokenizer({**smollm2_metadata, "tokenizer.ggml.pre": pre})
+    assert tok.add_bos == fx["add_bos"]
+    failures = [(c["text"][:50], tok.encode(c["text"], add_special=False)[:10], c["ids"][:10])
+                for c in fx["cases"] if tok.encode(c["text"], add_special=False) != c["ids"]]
+    assert not failures, f"{len(failures)} of {len(fx['cases'])} differ, e.g. {failures[:3]}"
+    for c in fx["cases"]:      # llama.cpp's detokenizer, with clean_spaces for gpt-2, llama-bpe and starcoder
+        assert tok.decode_bytes(c["ids"]) == fixture_bytes(c["detok"]), c["text"][:60]
+
+
+def test_long_english_text(model):
+    "100 kB of English (Python's own docs) gives exactly llama.cpp's ids (compared by hash)."
+    import json
+    from pydoc_data.topics import topics
+    _, tok, fx = model
+    rec = fx["long_text"]
+    text = "\n\n".join(topics[k] for k in sorted(topics))[:100_000]
+    if hashlib.sha256(text.encode()).hexdigest() != rec["text_sha256"]:
+        pytest.skip(f"this Python's pydoc_data differs from the fixture's (Python {rec['python']})")
+    ids = tok.encode(text, add_special=False)
+    assert len(ids) == rec["n_tokens"]
+    assert hashlib.sha256(json.dumps(ids).encode()).hexdigest() == rec["ids_sha256"]

@@ -4,6 +4,8 @@ Run with the Python that has `llama_cpp` (a dev-only reference, never imported b
 
     $REFPY tools/make_tokenizer_fixtures.py --smollm2 SmolLM2.gguf --gemma3 gemma-3-270m.gguf
 
+(it needs `gguf` (gguf-py) too, for the tensor-less variant files of tokenizer_bpe_variants.json).
+
 For every test string it records llama.cpp's token ids (`llama_tokenize`) for the add_special /
 parse_special combinations, and `llama_detokenize` of those ids. For the whole vocabulary it records
 the special ids, the end-of-generation set, the token attributes that are not NORMAL, and a sha256 of
@@ -80,6 +82,18 @@ CHAT_TESTS = [
     "Hello <eos> world <|im_end|> ok",
 ]
 
+def random_strings(n=300, seed=1234) -> list:
+    "Seeded random mixtures of everything above: scripts, spaces, digits, emoji parts, special-token texts."
+    import random
+    rng = random.Random(seed)
+    pool = (list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") + list(" \t\n\r .,;:!?'\"-_()[]{}<>/\\|@#$%^&*+=~`")
+            + list("éèüößñçÅØæœ") + list("我想在工作天世界日本語") + list("нещоБългарски") + list("مرحباשלום") + list("កាន់តែពិសេស")
+            + ["\u0301", "\u0308", "\u200d", "\ufe0f", "\u00a0", "\u3000", "\u2028", "\x00", "\x1b", "\x7f", "\x85", "\u2581"]
+            + ["🦙", "🚀", "😁", "👍🏽", "🇫🇷", "✅", "½", "²", "Ⅻ", "٣"]
+            + ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<start_of_turn>", "<end_of_turn>", "<eos>", "<bos>",
+               "<unused7>", "[multimodal]", "</s>", "\n\n\n", "    ", "\t\t", "'s", "'LL", "333", "http://", "..."])
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+
 
 def tokenize(vocab, text: str, add_special: bool, parse_special: bool) -> list[int]:
     data = text.encode("utf-8")
@@ -131,6 +145,11 @@ def make_fixture(model_path: str) -> dict:
         ids = tokenize(vocab, text, False, False)
         cases.append({"text": text, "add_special": False, "parse_special": False, "ids": ids,
                       "detok": as_text(detokenize(vocab, ids, False))})
+    for text in random_strings():
+        for parse_special in (False, True):
+            ids = tokenize(vocab, text, True, parse_special)
+            cases.append({"text": text, "add_special": True, "parse_special": parse_special, "ids": ids,
+                          "detok": as_text(detokenize(vocab, ids, False)), "random": True})
     for text in CHAT_TESTS:
         for add_special in (False, True):
             for parse_special in (False, True):
@@ -157,7 +176,58 @@ def make_fixture(model_path: str) -> dict:
         "pieces_special_sha256": pieces_sha256(vocab, n_vocab, True),
         "pieces_sample": {str(t): as_text(token_to_piece(vocab, t, True)) for t in sample},
         "cases": cases,
+        "long_text": long_text_record(vocab),
     }
+
+
+def long_english_text(n=100_000) -> str:
+    "100 kB of English every Python has: its own documentation (the same text bench/tokenizer.py uses)."
+    from pydoc_data.topics import topics
+    return "\n\n".join(topics[k] for k in sorted(topics))[:n]
+
+
+def long_text_record(vocab) -> dict:
+    text = long_english_text()
+    ids = tokenize(vocab, text, False, False)
+    return {"source": "pydoc_data.topics, first 100000 chars", "python": sys.version.split()[0],
+            "text_sha256": hashlib.sha256(text.encode()).hexdigest(), "n_tokens": len(ids),
+            "ids_sha256": hashlib.sha256(json.dumps(ids).encode()).hexdigest()}
+
+
+# Pre-tokenizers we have no real model for: SmolLM2's vocabulary and merges under another `tokenizer.ggml.pre`,
+# written to a tensor-less GGUF that llama.cpp loads with vocab_only. Same BPE, different word splitting
+# and (gpt-2, llama-bpe, starcoder) the clean_spaces detokenizer.
+VARIANT_PRES = ["gpt-2", "llama-bpe", "qwen2", "starcoder"]
+
+
+def write_variant_gguf(src: str, pre: str, out: Path):
+    import gguf
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(str(out), arch=r.fields["general.architecture"].contents())
+    for key, field in r.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture": continue
+        val = pre if key == "tokenizer.ggml.pre" else field.contents()
+        sub = field.types[1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(key, val, field.types[0], sub)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+
+
+def make_variant_fixture(smollm2_path: str) -> dict:
+    import tempfile
+    out = {"source": Path(smollm2_path).name, "variants": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for pre in VARIANT_PRES:
+            path = Path(tmp) / f"vocab-{pre}.gguf"
+            write_variant_gguf(smollm2_path, pre, path)
+            llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+            vocab = llama_cpp.llama_model_get_vocab(llm.model)
+            cases = []
+            for text in LLAMA_CPP_TESTS + OUR_TESTS:
+                ids = tokenize(vocab, text, False, False)
+                cases.append({"text": text, "ids": ids, "detok": as_text(detokenize(vocab, ids, False))})
+            out["variants"][pre] = {"add_bos": bool(llama_cpp.llama_vocab_get_add_bos(vocab)), "cases": cases}
+            del llm
+    return out
 
 
 def main(argv=None):
@@ -171,6 +241,10 @@ def main(argv=None):
         if not path: continue
         out = Path(args.out) / f"tokenizer_{name}.json"
         out.write_text(json.dumps(make_fixture(path), ensure_ascii=False, indent=None, separators=(",", ":")) + "\n")
+        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} kB)")
+    if args.smollm2:
+        out = Path(args.out) / "tokenizer_bpe_variants.json"
+        out.write_text(json.dumps(make_variant_fixture(args.smollm2), ensure_ascii=False, separators=(",", ":")) + "\n")
         print(f"wrote {out} ({out.stat().st_size / 1024:.0f} kB)")
 
 
