@@ -5,22 +5,23 @@
 # %% auto #0
 __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1', 'BLOCK_Q8_0', 'BLOCK_Q2_K', 'BLOCK_Q3_K',
            'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'QUANTIZERS', 'GROUP_MAX_EPS',
-           'QUANTIZE_CHUNK_BLOCKS', 'dequantizer', 'unpack_bits', 'pack_bits', 'dequantize_f32', 'dequantize_f16',
+           'QUANTIZE_CHUNK_VALUES', 'dequantizer', 'unpack_bits', 'pack_bits', 'dequantize_f32', 'dequantize_f16',
            'dequantize_bf16', 'dequantize_q4_0', 'dequantize_q4_1', 'dequantize_q5_0', 'dequantize_q5_1',
            'dequantize_q8_0', 'dequantize_q2_k', 'dequantize_q6_k', 'dequantize_q8_k', 'unpack_scales_k4',
            'pack_scales_k4', 'dequantize_q4_k', 'dequantize_q5_k', 'unpack_scales_q3_k', 'dequantize_q3_k',
            'supported_types', 'dequantize', 'dequantize_rows', 'quantizer', 'round_half_away', 'safe_inverse',
            'signed_absmax', 'quantize_f32', 'quantize_f16', 'quantize_bf16', 'quantize_q8_0', 'quantize_q4_0',
            'quantize_q4_1', 'quantize_q5_0', 'quantize_q5_1', 'quantize_q8_k', 'fit_scale_min', 'quantize_scales_6bit',
-           'quantize_q4_k', 'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k', 'quantize']
+           'sub_blocks_as_columns', 'quantize_q4_k', 'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k',
+           'quantize']
 
-# %% ../nbs/02_quants.ipynb #dbe4bc2a
+# %% ../nbs/02_quants.ipynb #25e65baf
 import numpy as np
 from fastcore.basics import patch
 from .tensors import GGMLType, GGML_TYPES, QK, QK_K, QTensor, type_info, bf16_to_f32, f32_to_bf16
 from .gguf import GGUFFile
 
-# %% ../nbs/02_quants.ipynb #d9c2c82a
+# %% ../nbs/02_quants.ipynb #02483cde
 DEQUANTIZERS = {}   # GGMLType -> function(raw uint8 bytes) -> float32 array (n_blocks, block_size)
 
 def dequantizer(ggml_type):
@@ -30,7 +31,7 @@ def dequantizer(ggml_type):
         return fn
     return register
 
-# %% ../nbs/02_quants.ipynb #55db441f
+# %% ../nbs/02_quants.ipynb #e0409e3f
 def unpack_bits(packed: np.ndarray, bits: int, group: int) -> np.ndarray:
     """Unpack `bits`-wide unsigned fields from `packed` (n, nbytes) uint8: each run of `group` bytes gives
     `group` values from its lowest `bits` bits, then `group` from the next `bits` bits, and so on."""
@@ -47,7 +48,7 @@ def pack_bits(values: np.ndarray, bits: int, group: int) -> np.ndarray:
     fields = (values.astype(np.uint8) & np.uint8((1 << bits) - 1)).reshape(n, -1, per_byte, group)
     return np.bitwise_or.reduce(fields << shifts, axis=2).reshape(n, -1)
 
-# %% ../nbs/02_quants.ipynb #e32ffc34
+# %% ../nbs/02_quants.ipynb #dddaee70
 @dequantizer(GGMLType.F32)
 def dequantize_f32(raw): return raw.view(np.float32).reshape(-1, 1)
 
@@ -57,14 +58,14 @@ def dequantize_f16(raw): return raw.view(np.float16).astype(np.float32).reshape(
 @dequantizer(GGMLType.BF16)
 def dequantize_bf16(raw): return bf16_to_f32(raw.view(np.uint16)).reshape(-1, 1)
 
-# %% ../nbs/02_quants.ipynb #217e68b5
+# %% ../nbs/02_quants.ipynb #4f4faab3
 BLOCK_Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])
 BLOCK_Q4_1 = np.dtype([("d", "<f2"), ("m", "<f2"), ("qs", "u1", QK // 2)])
 BLOCK_Q5_0 = np.dtype([("d", "<f2"), ("qh", "u1", 4), ("qs", "u1", QK // 2)])
 BLOCK_Q5_1 = np.dtype([("d", "<f2"), ("m", "<f2"), ("qh", "u1", 4), ("qs", "u1", QK // 2)])
 BLOCK_Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])
 
-# %% ../nbs/02_quants.ipynb #49e8334b
+# %% ../nbs/02_quants.ipynb #36a0b4d3
 def _scale(field) -> np.ndarray:
     "An f16/f32 scale field of n blocks as an (n, 1) float32 column, ready to broadcast over the block."
     return field.astype(np.float32).reshape(-1, 1)
@@ -81,7 +82,7 @@ def dequantize_q4_1(raw):
     q = unpack_bits(b["qs"], 4, QK // 2)
     return _scale(b["d"]) * q + _scale(b["m"])
 
-# %% ../nbs/02_quants.ipynb #4bf60c19
+# %% ../nbs/02_quants.ipynb #cc674f08
 def _five_bit(b) -> np.ndarray:
     "The 32 five-bit values of each Q5_0/Q5_1 block: nibbles from `qs`, fifth bit from `qh`."
     low = unpack_bits(b["qs"], 4, QK // 2)
@@ -103,7 +104,7 @@ def dequantize_q8_0(raw):
     b = raw.view(BLOCK_Q8_0)
     return _scale(b["d"]) * b["qs"]
 
-# %% ../nbs/02_quants.ipynb #0d8246f8
+# %% ../nbs/02_quants.ipynb #f9c5aabf
 BLOCK_Q2_K = np.dtype([("scales", "u1", QK_K // 16), ("qs", "u1", QK_K // 4), ("d", "<f2"), ("dmin", "<f2")])
 BLOCK_Q3_K = np.dtype([("hmask", "u1", QK_K // 8), ("qs", "u1", QK_K // 4), ("scales", "u1", 12), ("d", "<f2")])
 BLOCK_Q4_K = np.dtype([("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", 12), ("qs", "u1", QK_K // 2)])
@@ -111,7 +112,7 @@ BLOCK_Q5_K = np.dtype([("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", 12), ("qh
 BLOCK_Q6_K = np.dtype([("ql", "u1", QK_K // 2), ("qh", "u1", QK_K // 4), ("scales", "i1", QK_K // 16), ("d", "<f2")])
 BLOCK_Q8_K = np.dtype([("d", "<f4"), ("qs", "i1", QK_K), ("bsums", "<i2", QK_K // 16)])
 
-# %% ../nbs/02_quants.ipynb #304ce878
+# %% ../nbs/02_quants.ipynb #2c561adc
 @dequantizer(GGMLType.Q2_K)
 def dequantize_q2_k(raw):
     b = raw.view(BLOCK_Q2_K)
@@ -121,7 +122,7 @@ def dequantize_q2_k(raw):
     q = unpack_bits(b["qs"], 2, 32).reshape(n, 16, 16)
     return (scale * q - minimum).reshape(n, QK_K)
 
-# %% ../nbs/02_quants.ipynb #aad68997
+# %% ../nbs/02_quants.ipynb #d7bcb59b
 @dequantizer(GGMLType.Q6_K)
 def dequantize_q6_k(raw):
     b = raw.view(BLOCK_Q6_K)
@@ -137,7 +138,7 @@ def dequantize_q8_k(raw):
     b = raw.view(BLOCK_Q8_K)
     return _scale(b["d"]) * b["qs"]
 
-# %% ../nbs/02_quants.ipynb #b3f9395a
+# %% ../nbs/02_quants.ipynb #bbdec987
 def unpack_scales_k4(scales: np.ndarray):
     "The 8 six-bit (scale, minimum) pairs of each Q4_K/Q5_K super-block, from its 12 packed bytes."
     a, b, c = scales[:, 0:4], scales[:, 4:8], scales[:, 8:12]
@@ -153,7 +154,7 @@ def pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
     c = (sc[:, 4:] & np.uint8(0x0F)) | ((mn[:, 4:] & np.uint8(0x0F)) << np.uint8(4))
     return np.concatenate([a, b, c], axis=1)
 
-# %% ../nbs/02_quants.ipynb #ec29aa85
+# %% ../nbs/02_quants.ipynb #a92f1f8d
 def _k4_scales(b):
     "Per-sub-block scale and minimum of Q4_K/Q5_K super-blocks as (n, 8, 1) float32 columns."
     sc, mn = unpack_scales_k4(b["scales"])
@@ -174,7 +175,7 @@ def dequantize_q5_k(raw):
     q = unpack_bits(b["qs"], 4, 32) | (unpack_bits(b["qh"], 1, 32) << np.uint8(4))
     return (scale * q.reshape(len(b), 8, 32) - minimum).reshape(len(b), QK_K)
 
-# %% ../nbs/02_quants.ipynb #0b532a57
+# %% ../nbs/02_quants.ipynb #1d148713
 def unpack_scales_q3_k(scales: np.ndarray) -> np.ndarray:
     "The 16 signed 6-bit sub-block scales of each Q3_K super-block, from its 12 packed bytes, as int8."
     low = unpack_bits(scales[:, :8], 4, 8)
@@ -191,7 +192,7 @@ def dequantize_q3_k(raw):
     q = low - np.int8(4) * (np.int8(1) - no_offset)
     return (scale * q.reshape(n, 16, 16)).reshape(n, QK_K)
 
-# %% ../nbs/02_quants.ipynb #300fba38
+# %% ../nbs/02_quants.ipynb #714c9d0d
 def supported_types() -> list[str]:
     "Names of the GGML types `dequantize` can decode."
     return [t.name for t in sorted(DEQUANTIZERS)]
@@ -212,7 +213,7 @@ def dequantize_rows(qt: QTensor, rows) -> np.ndarray:
         raise IndexError(f"row index out of range for a tensor of {qt.shape[0]} rows: {rows!r}")
     return dequantize(qt[idx])
 
-# %% ../nbs/02_quants.ipynb #e9c06806
+# %% ../nbs/02_quants.ipynb #a32d37f9
 QUANTIZERS = {}     # GGMLType -> function(float32 blocks (n, block_size)) -> uint8 bytes (n, type_size)
 
 def quantizer(ggml_type):
@@ -243,7 +244,7 @@ def _records(dtype, n: int, **fields) -> np.ndarray:
     for name, value in fields.items(): out[name] = value
     return out.view(np.uint8).reshape(n, dtype.itemsize)
 
-# %% ../nbs/02_quants.ipynb #55b6feaa
+# %% ../nbs/02_quants.ipynb #9ba2b729
 @quantizer(GGMLType.F32)
 def quantize_f32(x): return x.astype(np.float32).view(np.uint8)
 
@@ -272,7 +273,7 @@ def quantize_q4_1(x):
     q = np.minimum(15, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5)))
     return _records(BLOCK_Q4_1, len(x), d=d[:, 0], m=lo[:, 0], qs=pack_bits(q, 4, QK // 2))
 
-# %% ../nbs/02_quants.ipynb #f833f7f0
+# %% ../nbs/02_quants.ipynb #564165bb
 def _split_five_bit(q):
     "32 five-bit values per block -> (nibbles packed in 16 bytes, fifth bits packed in 4 bytes)."
     q = q.astype(np.uint8)
@@ -291,7 +292,7 @@ def quantize_q5_1(x):
     qs, qh = _split_five_bit(np.minimum(31, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5))))
     return _records(BLOCK_Q5_1, len(x), d=d[:, 0], m=lo[:, 0], qh=qh, qs=qs)
 
-# %% ../nbs/02_quants.ipynb #38b48da1
+# %% ../nbs/02_quants.ipynb #fb9c48c3
 @quantizer(GGMLType.Q8_K)
 def quantize_q8_k(x):
     top = signed_absmax(x)
@@ -302,23 +303,23 @@ def quantize_q8_k(x):
     bsums = q.reshape(len(x), QK_K // 16, 16).sum(axis=2, dtype=np.int16)
     return _records(BLOCK_Q8_K, len(x), d=d[:, 0], qs=q, bsums=bsums)
 
-# %% ../nbs/02_quants.ipynb #be30838d
+# %% ../nbs/02_quants.ipynb #45d211c8
 def _wsum(a):
-    "Row sums of (m, k) float32, adding the k columns left to right as the C reference's loop does."
-    total = np.zeros(a.shape[0], np.float32)
-    for column in a.T: total += column    # k vectorized adds; np.sum's pairwise order would round differently
+    "Column sums of (k, m) float32, adding the k rows one after the other as the C reference's loop does."
+    total = a[0].copy()
+    for row in a[1:]: total += row      # k contiguous vector adds; np.sum's pairwise order rounds differently
     return total
 
 def fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int):
-    """For each row of `x` (m, k) find `scale`, `minimum` >= 0 and levels `L` in 0..nmax so that
+    """For each column of `x` (k, m) find `scale`, `minimum` >= 0 and levels `L` in 0..nmax so that
     `scale * L - minimum` is close to `x` in the `w`-weighted squared error (llama.cpp's make_qkx2_quants)."""
-    lo = np.minimum(x.min(axis=1), 0)                   # the grid always reaches down to 0 or below
-    hi = x.max(axis=1)
+    lo = np.minimum(x.min(axis=0), 0)                   # the grid always reaches down to 0 or below
+    hi = x.max(axis=0)
     flat = hi == lo                                      # all zeros: scale 0, nothing to search
     sum_w, sum_x = _wsum(w), _wsum(w * x)
 
-    def levels(iscale, offset): return np.clip(np.rint(iscale[:, None] * (x - offset[:, None])), 0, nmax)
-    def error(scale, offset, L): return _wsum(w * np.square(scale[:, None] * L + offset[:, None] - x))
+    def levels(iscale, offset): return np.clip(np.rint(iscale * (x - offset)), 0, nmax)
+    def error(scale, offset, L): return _wsum(w * np.square(scale * L + offset - x))
 
     with np.errstate(divide="ignore", invalid="ignore"):
         iscale = np.float32(nmax) / (hi - lo)
@@ -328,7 +329,8 @@ def fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int):
             # the candidate grid is stretched from the *current best* offset (as the reference does)
             iscale = (np.float32(rmin) + np.float32(rdelta) * np.float32(step) + np.float32(nmax)) / (hi - offset)
             Lc = levels(iscale, offset)
-            sum_l, sum_l2, sum_xl = _wsum(w * Lc), _wsum(w * Lc * Lc), _wsum(w * Lc * x)
+            wl = w * Lc                                  # (w*l)*l and (w*l)*x: the reference's order
+            sum_l, sum_l2, sum_xl = _wsum(wl), _wsum(wl * Lc), _wsum(wl * x)
             D = sum_w * sum_l2 - sum_l * sum_l
             this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
             this_offset = (sum_l2 * sum_x - sum_l * sum_xl) / D
@@ -337,9 +339,9 @@ def fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int):
             this_offset = np.where(positive, np.float32(0), this_offset)
             err = error(this_scale, this_offset, Lc)
             better = (D > 0) & (err < best) & ~flat
-            L = np.where(better[:, None], Lc, L)
+            L = np.where(better, Lc, L)
             scale, offset, best = np.where(better, this_scale, scale), np.where(better, this_offset, offset), np.where(better, err, best)
-    scale, L = np.where(flat, np.float32(0), scale), np.where(flat[:, None], 0, L)
+    scale, L = np.where(flat, np.float32(0), scale), np.where(flat, 0, L)
     return scale.astype(np.float32), (-offset).astype(np.float32), L
 
 def quantize_scales_6bit(values):
@@ -348,21 +350,25 @@ def quantize_scales_6bit(values):
     inv = np.where(top > 0, np.float32(63) / np.where(top > 0, top, 1), np.float32(0))
     return np.clip(np.rint(inv * values), 0, 63).astype(np.uint8), (top / np.float32(63)).astype(np.float16)
 
+def sub_blocks_as_columns(x, size: int) -> np.ndarray:
+    "(n, 256) super-blocks -> (size, n*256/size): one sub-block per column, so its sums are contiguous adds."
+    return np.ascontiguousarray(x.reshape(-1, size).T)
+
 def _quantize_k_with_min(x, nmax: int, rmin: float, nstep: int):
     "Q4_K/Q5_K: levels 0..nmax per weight, and the (d, dmin, 6-bit scales) of each super-block."
     n = len(x)
-    sub = x.reshape(n * 8, 32)
-    weights = np.sqrt(_wsum(sub * sub) / np.float32(32))[:, None] + np.abs(sub)
+    sub = sub_blocks_as_columns(x, 32)                   # (32, n*8)
+    weights = np.sqrt(_wsum(sub * sub) / np.float32(32)) + np.abs(sub)
     scale, minimum, L = fit_scale_min(sub, weights, nmax, rmin, 0.1, nstep)
     ls, d = quantize_scales_6bit(scale.reshape(n, 8))
     lm, dmin = quantize_scales_6bit(minimum.reshape(n, 8))
     # round once more against the scales as they will be decoded (f16 step times 6-bit level)
-    sub_scale = (d.astype(np.float32) * ls).reshape(n * 8, 1)
-    sub_min = (dmin.astype(np.float32) * lm).reshape(n * 8, 1)
+    sub_scale = (d.astype(np.float32) * ls).reshape(-1)
+    sub_min = (dmin.astype(np.float32) * lm).reshape(-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         again = np.clip(np.rint((sub + sub_min) / sub_scale), 0, nmax)
-    L = np.where(sub_scale != 0, again, L).reshape(n, QK_K)   # a zero scale keeps the levels of the search
-    return L.astype(np.uint8), dict(d=d[:, 0], dmin=dmin[:, 0], scales=pack_scales_k4(ls, lm))
+    L = np.where(sub_scale != 0, again, L)               # a zero scale keeps the levels of the search
+    return L.T.reshape(n, QK_K).astype(np.uint8), dict(d=d[:, 0], dmin=dmin[:, 0], scales=pack_scales_k4(ls, lm))
 
 @quantizer(GGMLType.Q4_K)
 def quantize_q4_k(x):
@@ -374,18 +380,19 @@ def quantize_q5_k(x):
     L, fields = _quantize_k_with_min(x, 31, -0.5, 15)
     return _records(BLOCK_Q5_K, len(x), qs=pack_bits(L & np.uint8(15), 4, 32), qh=pack_bits(L >> np.uint8(4), 1, 32), **fields)
 
-# %% ../nbs/02_quants.ipynb #25f30b97
+# %% ../nbs/02_quants.ipynb #cb760c39
 GROUP_MAX_EPS = np.float32(1e-15)    # below this, llama.cpp treats a group as all zeros
 
 def fit_symmetric_scale(x, nmax: int):
-    """For each row of `x` (m, k): a scale and levels `L` in 0..2*nmax-1 so that `scale * (L - nmax)` is close
-    to `x`, weighting each value by `x²` (llama.cpp's make_qx_quants with rmse_type 1)."""
-    top = signed_absmax(x)[:, 0]
+    """For each column of `x` (k, m): a scale and levels `L` in 0..2*nmax-1 so that `scale * (L - nmax)` is
+    close to `x`, weighting each value by `x²` (llama.cpp's make_qx_quants with rmse_type 1)."""
+    top = np.take_along_axis(x, np.abs(x).argmax(axis=0)[None], axis=0)[0]   # signed value of largest |x|
     zero = np.abs(top) < GROUP_MAX_EPS
     top = np.where(zero, np.float32(1), top)
     w = x * x
-    def levels(iscale): return np.clip(np.rint(iscale[:, None] * x), -nmax, nmax - 1)
-    def fit(L): return _wsum(w * x * L), _wsum(w * L * L)
+    wx = w * x
+    def levels(iscale): return np.clip(np.rint(iscale * x), -nmax, nmax - 1)
+    def fit(L): return _wsum(wx * L), _wsum(w * L * L)
 
     L = levels(np.float32(-nmax) / top)
     sumlx, suml2 = fit(L)
@@ -396,15 +403,15 @@ def fit_symmetric_scale(x, nmax: int):
             Lc = levels(-(np.float32(nmax) + np.float32(0.1) * np.float32(k)) / top)
             sumlx, suml2 = fit(Lc)
             better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
-            L = np.where(better[:, None], Lc, L)
+            L = np.where(better, Lc, L)
             scale = np.where(better, sumlx / suml2, scale)
             best = np.where(better, scale * sumlx, best)
-    return np.where(zero, np.float32(0), scale), np.where(zero[:, None], 0, L + nmax)
+    return np.where(zero, np.float32(0), scale), np.where(zero, 0, L + nmax)
 
 @quantizer(GGMLType.Q6_K)
 def quantize_q6_k(x):
     n = len(x)
-    sub = x.reshape(n * 16, 16)
+    sub = sub_blocks_as_columns(x, 16)                   # (16, n*16)
     scale, L = fit_symmetric_scale(sub, 32)
     top = signed_absmax(scale.reshape(n, 16))
     zero = np.abs(top) < GROUP_MAX_EPS                     # an all-zero super-block is all zero bytes
@@ -412,15 +419,15 @@ def quantize_q6_k(x):
         iscale = np.where(zero, np.float32(0), np.float32(-128) / top)
         d = np.where(zero, np.float32(0), np.float32(1) / iscale).astype(np.float16)
         ls = np.minimum(127, np.rint(iscale * scale.reshape(n, 16))).astype(np.int8)
-        sub_scale = (d.astype(np.float32) * ls).reshape(n * 16, 1)
+        sub_scale = (d.astype(np.float32) * ls).reshape(-1)
         again = np.clip(np.rint(sub / sub_scale), -32, 31) + 32
-    L = np.where(sub_scale != 0, again, L).reshape(n, QK_K).astype(np.uint8)
+    L = np.where(sub_scale != 0, again, L).T.reshape(n, QK_K).astype(np.uint8)
     L[zero[:, 0]] = 0
     return _records(BLOCK_Q6_K, n, ql=pack_bits(L & np.uint8(15), 4, 64), qh=pack_bits(L >> np.uint8(4), 2, 32),
                     scales=ls, d=d[:, 0])
 
-# %% ../nbs/02_quants.ipynb #a7e4c974
-QUANTIZE_CHUNK_BLOCKS = 1 << 14
+# %% ../nbs/02_quants.ipynb #dd4540a4
+QUANTIZE_CHUNK_VALUES = 1 << 18     # values quantized per batch of blocks (1 MB of float32)
 
 def quantize(x: np.ndarray, ggml_type) -> QTensor:
     "Quantize float array `x` to `ggml_type` along its last axis, with llama.cpp's reference rounding rules."
@@ -439,11 +446,12 @@ def quantize(x: np.ndarray, ggml_type) -> QTensor:
     if info.block_size > 1 and not np.isfinite(blocks).all():
         raise ValueError(f"cannot quantize to {t.name}: the array contains NaN or infinite values")
     out = np.empty((len(blocks), info.type_size), np.uint8)
-    for start in range(0, len(blocks), QUANTIZE_CHUNK_BLOCKS):
-        out[start:start + QUANTIZE_CHUNK_BLOCKS] = fn(blocks[start:start + QUANTIZE_CHUNK_BLOCKS])
+    chunk = max(1, QUANTIZE_CHUNK_VALUES // info.block_size)
+    for start in range(0, len(blocks), chunk):
+        out[start:start + chunk] = fn(blocks[start:start + chunk])
     return QTensor(out.reshape(-1), t, x.shape)
 
-# %% ../nbs/02_quants.ipynb #f88a51b8
+# %% ../nbs/02_quants.ipynb #d0a9de25
 @patch
 def dequantize(self: GGUFFile, name: str) -> np.ndarray:
     "Tensor `name` of the file as float32, in numpy order (`info.shape`)."
