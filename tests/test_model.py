@@ -267,7 +267,7 @@ def test_real_prefill_then_decode_equals_full_pass(real_model_path):
           [1, 504, 3575, 282, 4649, 314, 7042, 30, 198, 504]
     full = m.logits(ids)
     cache = m.new_cache()
-    rows = [m.forward(ids[:6], cache)] + [m.forward([t], cache) for t in ids[6:]]
+    rows = [m.forward(ids[:7], cache)] + [m.forward([t], cache) for t in ids[7:]]   # a batch, then one at a time
     got = np.concatenate(rows)
     scale = np.abs(full).max()
     assert np.abs(got - full).max() < 1e-4 * scale
