@@ -217,3 +217,12 @@ def test_gguf_file_dequantize(tmp_path):
             f.dequantize("missing")
     # fastcore's @patch must leave the module's own dequantize (QTensor -> array) in place
     assert quants.dequantize is dequantize and dequantize.__code__.co_varnames[0] == "qt"
+
+
+def test_dequantize_strided_bytes():
+    "A QTensor over a strided byte view (every other byte of a buffer) still dequantizes correctly."
+    rng = np.random.default_rng(9)
+    raw = random_blocks("Q4_0", 8, rng).reshape(-1)
+    buf = np.zeros(raw.size * 2, np.uint8); buf[::2] = raw
+    qt = QTensor(buf[::2], GGMLType.Q4_0, (256,))
+    np.testing.assert_array_equal(dequantize(qt), gguf.quants.dequantize(raw, GQ.Q4_0).reshape(-1))
