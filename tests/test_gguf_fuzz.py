@@ -75,10 +75,10 @@ CASES = {  # name: (file bytes, words the message must contain)
 @pytest.mark.parametrize("case", list(CASES))
 def test_named_defects(tmp_path, case):
     data, words = CASES[case]
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(GGUFError) as e:
         open_bytes(tmp_path, data)
-    assert time.perf_counter() - t0 < 0.5
+    assert time.process_time() - t0 < 0.5   # CPU seconds: no allocation, no long loop
     msg = str(e.value)
     assert "case.gguf" in msg and "\n" not in msg
     assert " at byte " in msg, msg                       # every error names an offset
@@ -106,17 +106,19 @@ def test_fuzz_corrupted_files(tmp_path):
     from conftest import smollm2_file
     smol = smollm2_file()
     args = [sys.executable, str(Path(__file__).resolve()), str(tmp_path)] + ([str(smol)] if smol else [])
-    t0 = time.perf_counter()
-    r = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
-    elapsed = time.perf_counter() - t0
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=HERE.parent)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)   # CPU, not wall: robust to a busy machine
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     report = json.loads(r.stdout.strip().splitlines()[-1])
     print(report)
     assert report["failures"] == [], report["failures"][:10]
     assert report["n_variants"] >= 5000 and report["n_opened"] > 0 and report["n_errors"] > 0
     if smol: assert report["n_real"] >= 300
-    assert report["max_seconds"] < 1.0, report
-    assert elapsed < 60
+    assert report["max_cpu_seconds"] < 1.0, report
+    assert cpu < 45, f"the fuzzing worker used {cpu:.1f} s of CPU"
 
 
 def tiny_file(path: Path) -> Path:
@@ -206,14 +208,14 @@ def worker(workdir: Path, smol: Path | None):
         jobs += [(d, full, "real " + label, True) for label, d in real]
     counts, failures, max_t = {"opened": 0, "error": 0}, [], 0.0
     for data, full, label, _ in jobs:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         try:
             counts[check_one(workdir / "v.gguf", data, full)] += 1
         except Exception as e:  # noqa: BLE001 -- the point: anything but GGUFError is a failure
             failures.append(f"{label}: {type(e).__name__}: {e}"[:300])
-        max_t = max(max_t, time.perf_counter() - t0)
+        max_t = max(max_t, time.process_time() - t0)
     print(json.dumps({"n_variants": len(jobs), "n_real": sum(j[3] for j in jobs), "n_opened": counts["opened"],
-                      "n_errors": counts["error"], "failures": failures, "max_seconds": round(max_t, 3)}))
+                      "n_errors": counts["error"], "failures": failures, "max_cpu_seconds": round(max_t, 3)}))
 
 
 if __name__ == "__main__":
