@@ -7,13 +7,13 @@ __all__ = ['WHITESPACE_CODEPOINTS', 'PRE_TOKENIZERS', 'BYTE_TO_UNICODE', 'UNICOD
            'TokenizerError', 'unicode_classes', 'PreTokenizer', 'pre_tokenize', 'bytes_to_symbols', 'bpe_merge',
            'split_special', 'spm_merge', 'spm_ids', 'sentencepiece_processor', 'Tokenizer', 'StreamDecoder']
 
-# %% ../nbs/07_tokenizer.ipynb #20d05b14
+# %% ../nbs/07_tokenizer.ipynb #b0ae6601
 import codecs, heapq, re, unicodedata
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from functools import lru_cache
 
-# %% ../nbs/07_tokenizer.ipynb #b818b1a6
+# %% ../nbs/07_tokenizer.ipynb #c1e8554b
 class TokenType(IntEnum):
     "The `tokenizer.ggml.token_type` values stored in GGUF files."
     UNDEFINED = 0; NORMAL = 1; UNKNOWN = 2; CONTROL = 3; USER_DEFINED = 4; UNUSED = 5; BYTE = 6
@@ -34,7 +34,7 @@ _TYPE_TO_ATTR = {int(k): int(v) for k, v in _TYPE_TO_ATTR.items()}
 class TokenizerError(ValueError):
     "The tokenizer metadata is missing, malformed or of a kind we do not support."
 
-# %% ../nbs/07_tokenizer.ipynb #491975f2
+# %% ../nbs/07_tokenizer.ipynb #208957a4
 # Unicode's White_Space property (PropList.txt): what llama.cpp's pre-tokenizers mean by \s
 WHITESPACE_CODEPOINTS = (*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
                          0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
@@ -61,7 +61,7 @@ def unicode_classes() -> dict:
         elif major == "N": numbers.append(cp)
     return {"L": _class_body(letters), "N": _class_body(numbers), "S": _class_body(WHITESPACE_CODEPOINTS)}
 
-# %% ../nbs/07_tokenizer.ipynb #3fa2ece5
+# %% ../nbs/07_tokenizer.ipynb #076e05e5
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+"
 _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n{L}{N}]?[{L}]+|[{N}]{{1,3}}"
            r"| ?[^{S}{L}{N}]+[\r\n]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
@@ -104,7 +104,7 @@ def pre_tokenize(text: str, pre: PreTokenizer) -> list:
         words = [part for w in words for part in rx.split(w) if part]
     return words
 
-# %% ../nbs/07_tokenizer.ipynb #4c8a67ce
+# %% ../nbs/07_tokenizer.ipynb #95151ea0
 def _byte_to_unicode() -> list:
     "GPT-2's printable stand-in character for each byte value 0..255."
     keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
@@ -121,7 +121,7 @@ def bytes_to_symbols(data: bytes) -> str:
     "A byte string written in GPT-2's byte alphabet, one character per byte."
     return "".join([BYTE_TO_UNICODE[b] for b in data])
 
-# %% ../nbs/07_tokenizer.ipynb #4948602c
+# %% ../nbs/07_tokenizer.ipynb #57f2e361
 def bpe_merge(symbols: list, ranks: dict) -> list:
     "Apply BPE merges (`ranks`: (left, right) -> rank, lower first) to `symbols` with a heap: O(n log n)."
     n = len(symbols)
@@ -148,7 +148,7 @@ def bpe_merge(symbols: list, ranks: dict) -> list:
                 if r is not None: heapq.heappush(heap, (r, a, b, text[a], text[b]))
     return [t for t in text if t]
 
-# %% ../nbs/07_tokenizer.ipynb #db57baf4
+# %% ../nbs/07_tokenizer.ipynb #84672328
 def split_special(text: str, specials: list, prefix_len: int = 3) -> list:
     """Cut `text` at special tokens, llama.cpp's way: `specials` is [(token_text, id)], longest first.
     Returns the pieces in order: `str` for raw text still to tokenize, `int` for a special token id."""
@@ -169,7 +169,7 @@ def split_special(text: str, specials: list, prefix_len: int = 3) -> list:
         fragments = out
     return fragments
 
-# %% ../nbs/07_tokenizer.ipynb #45b00dfa
+# %% ../nbs/07_tokenizer.ipynb #a4a377dd
 def spm_merge(text: str, token_id: dict, scores: list) -> list:
     "SentencePiece-BPE symbols of `text` (spaces already escaped): merge the best-scoring adjacent pair first."
     text_of = list(text)
@@ -200,7 +200,7 @@ def spm_ids(symbols: list, token_id: dict, byte_ids: list) -> list:
         else: ids.extend(byte_ids[b] for b in s.encode("utf-8", "surrogatepass"))
     return ids
 
-# %% ../nbs/07_tokenizer.ipynb #26eb9b1e
+# %% ../nbs/07_tokenizer.ipynb #5e35c927
 def sentencepiece_processor(tokens: list, scores: list, types: list, unk_id: int):
     "A `sentencepiece.SentencePieceProcessor` for a SentencePiece-BPE vocabulary given as GGUF lists."
     import sentencepiece as spm
@@ -224,7 +224,7 @@ def sentencepiece_processor(tokens: list, scores: list, types: list, unk_id: int
     sp.LoadFromSerializedProto(m.SerializeToString())
     return sp
 
-# %% ../nbs/07_tokenizer.ipynb #7763d52d
+# %% ../nbs/07_tokenizer.ipynb #89295c5b
 _EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
               "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
 _EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
@@ -236,7 +236,7 @@ _FIM_TEXTS = {"fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PA
               "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
               "fim_sep": ("<|file_sep|>",)}
 
-# %% ../nbs/07_tokenizer.ipynb #4be72003
+# %% ../nbs/07_tokenizer.ipynb #8f1207c1
 def _meta_list(md: dict, key: str, n: int | None = None, kind=None) -> list:
     "A list from the metadata, checked: present, a list, of length `n` if given, items of `kind` if given."
     v = md.get(key)
@@ -253,7 +253,7 @@ def _meta_id(md: dict, key: str, n_vocab: int, default):
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n_vocab: return default
     return v
 
-# %% ../nbs/07_tokenizer.ipynb #4f8e5ad9
+# %% ../nbs/07_tokenizer.ipynb #e3a1738f
 class Tokenizer:
     "A llama.cpp-compatible tokenizer for `gpt2` (byte-level BPE) and `llama` (SentencePiece BPE) GGUF vocabularies."
 
@@ -361,7 +361,7 @@ class Tokenizer:
         kind = f"gpt2/{self.pre.name}" if self.pre else "llama (SentencePiece)"
         return f"Tokenizer({kind}, n_vocab={self.n_vocab}, bos={self.bos}, eos={self.eos}, eog={sorted(self.eog_ids)})"
 
-# %% ../nbs/07_tokenizer.ipynb #2d2df073
+# %% ../nbs/07_tokenizer.ipynb #e9dd1ff5
 from fastcore.basics import patch
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -428,7 +428,7 @@ def encode(self: Tokenizer, text: str, add_special: bool = True, parse_special: 
     if add_special and self.add_eos and self.eos >= 0: ids.append(self.eos)
     return ids
 
-# %% ../nbs/07_tokenizer.ipynb #7da7b014
+# %% ../nbs/07_tokenizer.ipynb #78d16dfa
 @patch
 def token_to_piece(self: Tokenizer, tid: int, special: bool = True) -> bytes:
     "The bytes token `tid` stands for (llama.cpp's `llama_token_to_piece`); control tokens are b'' unless `special`."
@@ -473,26 +473,38 @@ def decode(self: Tokenizer, ids, special: bool = False) -> str:
     "The text of `ids`; control tokens are left out unless `special`; invalid UTF-8 becomes U+FFFD."
     return self.decode_bytes(ids, special).decode("utf-8", "replace")
 
-# %% ../nbs/07_tokenizer.ipynb #1c377a96
+# %% ../nbs/07_tokenizer.ipynb #1f2f4a1e
+def _last_safe_cut(b: bytes) -> int:
+    "The last index where `b` can be cut without changing what `_clean_spaces` does to it (0: none)."
+    for c in range(len(b) - 1, 0, -1):
+        if b[c - 1] not in b" '" and b[c] not in b" 'e": return c
+    return 0
+
 class StreamDecoder:
-    "Turn token ids, fed one at a time, into text pieces that never split a UTF-8 character."
+    "Turn token ids, fed one at a time, into text pieces that never split a UTF-8 character; joined, they are `decode(ids)`."
     def __init__(self, tokenizer: Tokenizer, special: bool = False):
         self.tokenizer, self.special = tokenizer, special
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._first = True
+        self._pending = b""                  # bytes held back for the space clean-up
 
     def feed(self, tid: int) -> str:
         "The text that token `tid` completes (may be '' while a character is incomplete)."
         piece = self.tokenizer.token_to_piece(int(tid), self.special)
         if self._first and self.tokenizer.add_space_prefix and piece[:1] == b" ": piece = piece[1:]
         self._first = False
-        return self._utf8.decode(piece)
+        if not self.tokenizer.clean_spaces: return self._utf8.decode(piece)
+        self._pending += piece
+        cut = _last_safe_cut(self._pending)
+        ready, self._pending = _clean_spaces(self._pending[:cut]), self._pending[cut:]
+        return self._utf8.decode(ready)
 
     def flush(self) -> str:
         "Whatever is still held back at the end: an incomplete character becomes U+FFFD."
-        return self._utf8.decode(b"", final=True)
+        rest, self._pending = _clean_spaces(self._pending), b""
+        return self._utf8.decode(rest, final=True)
 
-# %% ../nbs/07_tokenizer.ipynb #e177833e
+# %% ../nbs/07_tokenizer.ipynb #19efb597
 @patch
 def tokenize_with_pieces(self: Tokenizer, text: str, add_special: bool = True, parse_special: bool = False) -> list:
     "[(id, piece as text)] for `text`: pieces are shown with special tokens' text, bytes that are not text escaped."

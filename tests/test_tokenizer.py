@@ -191,3 +191,15 @@ def test_long_english_text(model):
     ids = tok.encode(text, add_special=False)
     assert len(ids) == rec["n_tokens"]
     assert hashlib.sha256(json.dumps(ids).encode()).hexdigest() == rec["ids_sha256"]
+
+
+@pytest.mark.parametrize("pre", ["gpt-2", "llama-bpe", "starcoder"])
+def test_stream_decoder_with_clean_spaces(smollm2_metadata, pre):
+    "With llama.cpp's space clean-up on, the streamed pieces still join to exactly llama.cpp's detokenized text."
+    fx = load_fixture("tokenizer_bpe_variants.json")["variants"][pre]
+    tok = Tokenizer({**smollm2_metadata, "tokenizer.ggml.pre": pre})
+    assert tok.clean_spaces
+    for c in fx["cases"]:
+        sd = StreamDecoder(tok)
+        streamed = "".join(sd.feed(t) for t in c["ids"]) + sd.flush()
+        assert streamed == fixture_bytes(c["detok"]).decode("utf-8", "replace"), c["text"][:60]
