@@ -6,18 +6,18 @@
 __all__ = ['GELU_C', 'rms_norm', 'rope_freqs', 'rope_cos_sin', 'apply_rope', 'softmax', 'attention_mask', 'attention', 'silu',
            'gelu_tanh', 'swiglu', 'geglu_tanh']
 
-# %% ../nbs/04_attention.ipynb #9d53df69
+# %% ../nbs/04_attention.ipynb #a14fc4f5
 import math
 import numpy as np
 
-# %% ../nbs/04_attention.ipynb #127bf1e1
+# %% ../nbs/04_attention.ipynb #8e8aa4f7
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     "Scale each vector along the last axis of `x` to unit RMS, then multiply by the weight `w`."
     x = np.asarray(x, dtype=np.float32)
     ms = np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True)   # sum in f64, as ggml does
     return (x * (1.0 / np.sqrt(ms + eps)).astype(np.float32)) * w
 
-# %% ../nbs/04_attention.ipynb #a1fe27d5
+# %% ../nbs/04_attention.ipynb #02b5f022
 def rope_freqs(n_rot: int, base: float, freq_scale: float = 1.0, freq_factors=None) -> np.ndarray:
     "Angle per position for each of the `n_rot/2` rotated pairs: `freq_scale * base^(-2i/n_rot) / factor_i`."
     if n_rot <= 0 or n_rot % 2: raise ValueError(f"RoPE needs a positive even number of rotated dims, got {n_rot}")
@@ -46,7 +46,7 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool = Fal
     else:    out[..., 0:n_rot:2], out[..., 1:n_rot:2] = ra, rb
     return out
 
-# %% ../nbs/04_attention.ipynb #c1554754
+# %% ../nbs/04_attention.ipynb #b2a98d73
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     "Numerically stable softmax: subtract the max before `exp`, so large scores cannot overflow."
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
@@ -59,7 +59,7 @@ def attention_mask(q_pos, n_keys: int, window: int | None = None) -> np.ndarray:
     if window is not None: allowed &= (q_pos - k_pos) < window
     return allowed
 
-# %% ../nbs/04_attention.ipynb #12547561
+# %% ../nbs/04_attention.ipynb #67c614ae
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos, scale: float, window: int | None = None) -> np.ndarray:
     "Causal (optionally sliding-window) attention of queries `(n, n_heads, hd)` over keys/values `(n_kv_heads, n_keys, hd)`."
     n, n_heads, hd = q.shape
@@ -72,7 +72,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos, scale: float, 
     out = softmax(scores) @ v[:, None]                                       # (n_kv, group, n, hd)
     return out.transpose(2, 0, 1, 3).reshape(n, n_heads, hd).astype(np.float32)
 
-# %% ../nbs/04_attention.ipynb #98e983ea
+# %% ../nbs/04_attention.ipynb #ad9f540f
 def silu(x: np.ndarray) -> np.ndarray:
     "SiLU (swish): `x * sigmoid(x)`, written to stay finite for large negative `x`."
     x = np.asarray(x, dtype=np.float32)
