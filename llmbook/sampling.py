@@ -7,19 +7,19 @@ __all__ = ['softmax', 'apply_penalties', 'sort_descending', 'keep_top_k', 'keep_
            'mt19937_state', 'seeded_generator', 'uniform01', 'draw', 'SamplerSettings', 'recent_tokens', 'check_logits',
            'filter_candidates', 'Sampler']
 
-# %% ../nbs/08_sampling.ipynb #3d504d61
+# %% ../nbs/08_sampling.ipynb #ec24e766
 import math
 from dataclasses import dataclass
 import numpy as np
 
-# %% ../nbs/08_sampling.ipynb #ca374bf3
+# %% ../nbs/08_sampling.ipynb #3a4cac66
 def softmax(logits):
     "Probabilities from logits (float32), computed stably by subtracting the largest logit first."
     logits = np.asarray(logits, dtype=np.float32)
     e = np.exp(logits - logits.max())
     return e / e.sum()
 
-# %% ../nbs/08_sampling.ipynb #6d738363
+# %% ../nbs/08_sampling.ipynb #b347de42
 def apply_penalties(logits, recent, repeat_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0):
     "A copy of `logits` with llama.cpp's repeat/frequency/presence penalties for the tokens in `recent`."
     logits = np.array(logits, dtype=np.float32)               # a copy: never change the caller's array
@@ -32,7 +32,7 @@ def apply_penalties(logits, recent, repeat_penalty=1.0, frequency_penalty=0.0, p
     logits[ids] = x
     return logits
 
-# %% ../nbs/08_sampling.ipynb #dc616677
+# %% ../nbs/08_sampling.ipynb #a261c967
 def sort_descending(ids, logits):
     "Candidates reordered by decreasing logit (ties keep their order)."
     order = np.argsort(-logits, kind="stable")
@@ -45,7 +45,7 @@ def keep_top_k(ids, logits, k):
     best = np.sort(np.argpartition(logits, n - k)[n - k:])   # the k largest, back in index order
     return sort_descending(ids[best], logits[best])
 
-# %% ../nbs/08_sampling.ipynb #b72f3ee8
+# %% ../nbs/08_sampling.ipynb #962f3fda
 def _nucleus_size(sorted_logits, total, p, min_keep):
     "How many of these sorted candidates top-p keeps (None: they do not reach `p`); `total` is the softmax denominator."
     probs = np.exp(sorted_logits - sorted_logits[0]) / total
@@ -66,7 +66,7 @@ def keep_top_p(ids, logits, p, min_keep=1):
         if size is not None and size <= k: return best_ids[:size], best_logits[:size]
         k = min(n, 8 * k)
 
-# %% ../nbs/08_sampling.ipynb #2d2262cd
+# %% ../nbs/08_sampling.ipynb #14771d87
 def keep_min_p(ids, logits, p, min_keep=1):
     "The candidates with probability >= `p` * (largest probability), in their current order; at least `min_keep`."
     if p <= 0 or len(logits) == 0: return ids, logits
@@ -75,12 +75,12 @@ def keep_min_p(ids, logits, p, min_keep=1):
     ids, logits = sort_descending(ids, logits)
     return ids[:min_keep], logits[:min_keep]
 
-# %% ../nbs/08_sampling.ipynb #4c3739e1
+# %% ../nbs/08_sampling.ipynb #b6c18147
 def apply_temperature(logits, temperature):
     "Logits divided by `temperature` (> 0); sharpens for T < 1, flattens for T > 1."
     return logits / np.float32(temperature)
 
-# %% ../nbs/08_sampling.ipynb #d553c038
+# %% ../nbs/08_sampling.ipynb #2bd38b41
 def mt19937_state(seed):
     "The 624-word state `std::mt19937(seed)` starts from (C++'s seeding recurrence)."
     key = [seed & 0xFFFFFFFF]
@@ -108,7 +108,7 @@ def draw(logits, u):
     index = int(np.searchsorted(running, u * running[-1], side="left"))   # first running sum >= u * total
     return min(index, len(e) - 1), (e / running[-1]).astype(np.float32)
 
-# %% ../nbs/08_sampling.ipynb #aed2af21
+# %% ../nbs/08_sampling.ipynb #b50771d2
 def _is_int(x): return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 def _is_real(x): return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -150,7 +150,7 @@ class SamplerSettings:
     def penalties_on(self):
         return self.penalty_last_n != 0 and (self.repeat_penalty != 1 or self.frequency_penalty != 0 or self.presence_penalty != 0)
 
-# %% ../nbs/08_sampling.ipynb #afc73da6
+# %% ../nbs/08_sampling.ipynb #77447511
 def recent_tokens(history, penalty_last_n, n_vocab):
     "The last `penalty_last_n` tokens of `history` (-1: all) as an int64 array, checked to be valid token ids."
     if penalty_last_n != -1: history = history[max(len(history) - penalty_last_n, 0):]
@@ -186,7 +186,7 @@ def filter_candidates(logits, history, settings):
     ids, logits = keep_min_p(ids, logits, s.min_p, max(s.min_keep, 1))
     return ids, apply_temperature(logits, s.temperature)
 
-# %% ../nbs/08_sampling.ipynb #5a9f2a7b
+# %% ../nbs/08_sampling.ipynb #a3d1a69b
 class Sampler:
     "The sampler chain with its seeded random generator: `sample(logits, history) -> token id`."
     def __init__(self, settings=None, **kwargs):
