@@ -137,7 +137,7 @@ def test_quantize_floats_match_gguf_py(name):
 def test_quantize_roundtrip_error_bounds():
     x = np.random.default_rng(1).standard_normal((64, 1024)).astype(np.float32)
     for name, bound in {"Q4_0": 0.10, "Q4_1": 0.09, "Q5_0": 0.05, "Q5_1": 0.045, "Q8_0": 0.0065,
-                        "Q4_K": 0.08, "Q5_K": 0.04, "Q6_K": 0.02, "Q8_K": 0.008}.items():
+                        "Q2_K": 0.32, "Q3_K": 0.17, "Q4_K": 0.08, "Q5_K": 0.04, "Q6_K": 0.02, "Q8_K": 0.008}.items():
         rmse = np.sqrt(np.mean((dequantize(quantize(x, name)) - x) ** 2))
         assert rmse < bound, (name, rmse)
 
@@ -147,8 +147,8 @@ def test_quantize_errors():
         quantize(np.ones(40, np.float32), "Q4_0")
     with pytest.raises(ValueError, match="NaN or infinite"):
         quantize(np.r_[np.ones(31), np.inf], "Q8_0")
-    with pytest.raises(NotImplementedError, match="Q3_K"):
-        quantize(np.ones(256), "Q3_K")
+    with pytest.raises(NotImplementedError, match="IQ4_NL"):
+        quantize(np.ones(256), "IQ4_NL")
     with pytest.raises(ValueError, match="unknown GGML type"):
         quantize(np.ones(32), "Q7_0")
     with pytest.raises(ValueError, match="non-empty"):
@@ -160,7 +160,7 @@ def test_quantize_errors():
 def test_quantize_in_chunks(monkeypatch):
     "Chunking big tensors must not change a byte."
     x = np.random.default_rng(2).standard_normal((8, 2048)).astype(np.float32)
-    whole = {n: quantize(x, n).data.copy() for n in ["Q4_K", "Q6_K", "Q8_0"]}
+    whole = {n: quantize(x, n).data.copy() for n in ["Q2_K", "Q3_K", "Q4_K", "Q6_K", "Q8_0"]}
     monkeypatch.setattr(quants, "QUANTIZE_CHUNK_VALUES", 600)     # 2 super-blocks, 18 classic blocks
     for n, data in whole.items():
         np.testing.assert_array_equal(quantize(x, n).data, data)
@@ -187,7 +187,7 @@ def test_dequantize_matches_ggml(ggml_ref, name):
     np.testing.assert_array_equal(ours.view(np.uint32), values.view(np.uint32))
 
 
-@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q8_K"])
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K"])
 def test_quantize_bytes_match_ggml(ggml_ref, name):
     "Byte-identical to ggml's quantize_row_*_ref, the K-quants' scale searches included."
     x = b64(ggml_ref["quantize_input"], np.float32)
@@ -204,12 +204,12 @@ def test_gguf_file_dequantize(tmp_path):
     rng = np.random.default_rng(4)
     w = rng.standard_normal((6, 256)).astype(np.float32)
     writer = GGUFWriter(tmp_path / "t.gguf", arch="llama")
-    for name in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16"]:
+    for name in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16"]:
         writer.add_tensor(f"w.{name}", quantize(w, name))
     writer.add_tensor("w.F32", w)
     path = writer.write()
     with GGUFFile(path) as f:
-        for name in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16", "F32"]:
+        for name in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16", "F32"]:
             got = f.dequantize(f"w.{name}")
             assert got.dtype == np.float32 and got.shape == (6, 256)
             np.testing.assert_array_equal(got, dequantize(quantize(w, name)))

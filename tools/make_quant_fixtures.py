@@ -16,7 +16,7 @@ TYPES = {"q4_0": (QK, 18, [0]), "q4_1": (QK, 20, [0, 2]), "q5_0": (QK, 22, [0]),
          "q8_0": (QK, 34, [0]), "q2_K": (QK_K, 84, [80, 82]), "q3_K": (QK_K, 110, [108]),
          "q4_K": (QK_K, 144, [0, 2]), "q5_K": (QK_K, 176, [0, 2]), "q6_K": (QK_K, 210, [208]),
          "q8_K": (QK_K, 292, [])}
-QUANTIZED_BY_REF = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K", "q8_K"]
+QUANTIZED_BY_REF = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K"]
 
 
 def b64(a: np.ndarray) -> str: return base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()
