@@ -186,7 +186,7 @@ def test_linear_bounded_slabs_equal_full(monkeypatch):
 
 # ---------------------------------------------------------------- configuration and errors
 
-def _write(tmp_path, name, arch="llama", extra=(), drop=(), reshape=None):
+def _write(tmp_path, name, arch="llama", extra=(), drop=(), reshape=None, add=()):
     "Copy a tiny model with metadata changes: `extra` adds/overrides keys, `drop` removes tensors."
     src = GGUFFile(write_random_model(tmp_path / "src.gguf", "llama"))
     w = GGUFWriter(tmp_path / name)
@@ -200,6 +200,7 @@ def _write(tmp_path, name, arch="llama", extra=(), drop=(), reshape=None):
         qt = src.qtensor(t)
         if reshape and t == reshape: qt = QTensor(np.zeros(8 * 4, np.uint8), GGMLType.F32, (8,))
         w.add_tensor(t, qt)
+    for t, arr in dict(add).items(): w.add_tensor(t, arr)
     return w.write()
 
 def test_unknown_architecture_names_supported(tmp_path):
@@ -214,6 +215,16 @@ def test_linear_rope_scaling_is_read(tmp_path):
     m = Model.load(_write(tmp_path, "l.gguf", extra={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 4.0}))
     assert m.config.rope_scale == pytest.approx(0.25)
     assert m.layer_freqs[0][0] == pytest.approx(0.25)
+
+def test_rope_freq_factors_tensor(tmp_path):
+    "Llama 3.1 files carry per-pair divisors in rope_freqs.weight: all 2s must act like linear scaling by 2."
+    twos = Model.load(_write(tmp_path, "f2.gguf", add={"rope_freqs.weight": np.full(8, 2.0, np.float32)}))
+    linear2 = Model.load(_write(tmp_path, "l2.gguf", extra={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 2.0}))
+    plain = Model.load(_write(tmp_path, "p.gguf"))
+    np.testing.assert_allclose(twos.logits(IDS), linear2.logits(IDS), atol=1e-5)
+    assert np.abs(twos.logits(IDS) - plain.logits(IDS)).max() > 1e-3
+    with pytest.raises(UnsupportedModelError, match="rope_freqs.weight has shape"):
+        Model.load(_write(tmp_path, "bad.gguf", add={"rope_freqs.weight": np.ones(5, np.float32)}))
 
 def test_missing_and_misshapen_tensors(tmp_path):
     with pytest.raises(UnsupportedModelError, match="lacks ffn_up"):
