@@ -36,3 +36,18 @@ def test_real_model_dequantize_matches_gguf_py(real_model_path):
     expected = {"SmolLM2-135M-Instruct.Q4_1.gguf": {"F32", "Q4_1", "Q8_0"},
                 "gemma-3-270m-q4_k_m.gguf": {"F32", "Q8_0", "Q5_0", "Q4_K", "Q6_K"}}[real_model_path.name]
     assert types_seen == expected
+
+
+def test_real_classic_blocks_are_a_fixed_point(real_model_path):
+    """llama.cpp made these Q4_1/Q5_0/Q8_0 blocks with the same reference rules we follow, so quantizing their
+    dequantized values again must give back exactly the bytes in the file (measured: every block, both models)."""
+    from llmbook.quants import dequantize, quantize
+    checked = 0
+    with GGUFFile(real_model_path) as f:
+        for name in f.tensors:
+            qt = f.qtensor(name)
+            if qt.type.name not in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0") or qt.size > 4_000_000: continue
+            again = quantize(dequantize(qt), qt.type)
+            assert np.array_equal(again.data, qt.data), f"{name} ({qt.type.name}): requantized blocks differ"
+            checked += 1
+    assert checked >= 10
