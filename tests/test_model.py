@@ -48,9 +48,10 @@ def reference_logits(path, ids):
         p = f"blk.{l}."
         local = gemma and l % 6 != 5
         h = _norm(x, W[p + "attn_norm.weight"], eps)
-        q = (h @ W[p + "attn_q.weight"].T).reshape(n, n_heads, hd)
-        k = (h @ W[p + "attn_k.weight"].T).reshape(n, n_kv, hd)
-        v = (h @ W[p + "attn_v.weight"].T).reshape(n, n_kv, hd)
+        lin = lambda x, name: x @ W[p + name + ".weight"].T + W.get(p + name + ".bias", 0.0)
+        q = lin(h, "attn_q").reshape(n, n_heads, hd)
+        k = lin(h, "attn_k").reshape(n, n_kv, hd)
+        v = lin(h, "attn_v").reshape(n, n_kv, hd)
         if gemma: q, k = _norm(q, W[p + "attn_q_norm.weight"], eps), _norm(k, W[p + "attn_k_norm.weight"], eps)
         base = 10000.0 if local else g("rope.freq_base")
         q, k = _rope(q, pos, base, gemma), _rope(k, pos, base, gemma)
@@ -62,12 +63,12 @@ def reference_logits(path, ids):
                 s = np.array([q[t, hh] @ k[j, kv] for j in js]) / math.sqrt(hd)
                 pr = np.exp(s - s.max()); pr /= pr.sum()
                 o[t, hh] = pr @ v[js, kv]
-        a = o.reshape(n, -1) @ W[p + "attn_output.weight"].T
+        a = lin(o.reshape(n, -1), "attn_output")
         x = x + (_norm(a, W[p + "post_attention_norm.weight"], eps) if gemma else a)
         h = _norm(x, W[p + "ffn_norm.weight"], eps)
-        gt, up = h @ W[p + "ffn_gate.weight"].T, h @ W[p + "ffn_up.weight"].T
+        gt, up = lin(h, "ffn_gate"), lin(h, "ffn_up")
         act = 0.5 * gt * (1 + np.tanh(math.sqrt(2 / math.pi) * (gt + 0.044715 * gt**3))) if gemma else gt / (1 + np.exp(-gt))
-        f = (act * up) @ W[p + "ffn_down.weight"].T
+        f = lin(act * up, "ffn_down")
         x = x + (_norm(f, W[p + "post_ffw_norm.weight"], eps) if gemma else f)
     head = W.get("output.weight", W["token_embd.weight"])
     return _norm(x, W["output_norm.weight"], eps) @ head.T
@@ -225,6 +226,16 @@ def test_rope_freq_factors_tensor(tmp_path):
     assert np.abs(twos.logits(IDS) - plain.logits(IDS)).max() > 1e-3
     with pytest.raises(UnsupportedModelError, match="rope_freqs.weight has shape"):
         Model.load(_write(tmp_path, "bad.gguf", add={"rope_freqs.weight": np.ones(5, np.float32)}))
+
+def test_biases_are_applied(tmp_path):
+    rng = np.random.default_rng(4)
+    biases = {f"blk.{l}.{n}.bias": rng.standard_normal(size).astype(np.float32) * 0.5
+              for l in range(2) for n, size in (("attn_q", 64), ("attn_k", 32), ("attn_v", 32), ("attn_output", 64), ("ffn_down", 64))}
+    path = _write(tmp_path, "bias.gguf", add=biases)
+    m = Model.load(path)
+    assert set(m.weights.layers[1].biases) == {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_down"}
+    np.testing.assert_allclose(m.logits(IDS), reference_logits(path, IDS), atol=2e-4, rtol=1e-4)
+    assert np.abs(m.logits(IDS) - Model.load(_write(tmp_path, "nobias.gguf")).logits(IDS)).max() > 1e-2
 
 def test_missing_and_misshapen_tensors(tmp_path):
     with pytest.raises(UnsupportedModelError, match="lacks ffn_up"):
