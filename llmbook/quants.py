@@ -15,13 +15,13 @@ __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1
            'sub_blocks_as_columns', 'quantize_q4_k', 'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k',
            'quantize_q2_k', 'refine_q3_levels', 'quantize_q3_k', 'quantize']
 
-# %% ../nbs/02_quants.ipynb #9edd61cc
+# %% ../nbs/02_quants.ipynb #c37c5ece
 import numpy as np
 from fastcore.basics import patch
 from .tensors import GGMLType, GGML_TYPES, QK, QK_K, QTensor, type_info, bf16_to_f32, f32_to_bf16
 from .gguf import GGUFFile
 
-# %% ../nbs/02_quants.ipynb #12b30ea1
+# %% ../nbs/02_quants.ipynb #40ca3886
 DEQUANTIZERS = {}   # GGMLType -> function(raw uint8 bytes) -> float32 array (n_blocks, block_size)
 
 def dequantizer(ggml_type):
@@ -31,7 +31,7 @@ def dequantizer(ggml_type):
         return fn
     return register
 
-# %% ../nbs/02_quants.ipynb #8e30ff72
+# %% ../nbs/02_quants.ipynb #fa1ca831
 def unpack_bits(packed: np.ndarray, bits: int, group: int) -> np.ndarray:
     """Unpack `bits`-wide unsigned fields from `packed` (n, nbytes) uint8: each run of `group` bytes gives
     `group` values from its lowest `bits` bits, then `group` from the next `bits` bits, and so on."""
@@ -48,7 +48,7 @@ def pack_bits(values: np.ndarray, bits: int, group: int) -> np.ndarray:
     fields = (values.astype(np.uint8) & np.uint8((1 << bits) - 1)).reshape(n, -1, per_byte, group)
     return np.bitwise_or.reduce(fields << shifts, axis=2).reshape(n, -1)
 
-# %% ../nbs/02_quants.ipynb #24b772c0
+# %% ../nbs/02_quants.ipynb #62524c14
 @dequantizer(GGMLType.F32)
 def dequantize_f32(raw): return raw.view(np.float32).reshape(-1, 1)
 
@@ -58,14 +58,14 @@ def dequantize_f16(raw): return raw.view(np.float16).astype(np.float32).reshape(
 @dequantizer(GGMLType.BF16)
 def dequantize_bf16(raw): return bf16_to_f32(raw.view(np.uint16)).reshape(-1, 1)
 
-# %% ../nbs/02_quants.ipynb #7f5a6ec1
+# %% ../nbs/02_quants.ipynb #d5f42615
 BLOCK_Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])
 BLOCK_Q4_1 = np.dtype([("d", "<f2"), ("m", "<f2"), ("qs", "u1", QK // 2)])
 BLOCK_Q5_0 = np.dtype([("d", "<f2"), ("qh", "u1", 4), ("qs", "u1", QK // 2)])
 BLOCK_Q5_1 = np.dtype([("d", "<f2"), ("m", "<f2"), ("qh", "u1", 4), ("qs", "u1", QK // 2)])
 BLOCK_Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])
 
-# %% ../nbs/02_quants.ipynb #b76d4645
+# %% ../nbs/02_quants.ipynb #823f699a
 def _scale(field) -> np.ndarray:
     "An f16/f32 scale field of n blocks as an (n, 1) float32 column, ready to broadcast over the block."
     return field.astype(np.float32).reshape(-1, 1)
@@ -82,7 +82,7 @@ def dequantize_q4_1(raw):
     q = unpack_bits(b["qs"], 4, QK // 2)
     return _scale(b["d"]) * q + _scale(b["m"])
 
-# %% ../nbs/02_quants.ipynb #ebdd3037
+# %% ../nbs/02_quants.ipynb #f684b1d3
 def _five_bit(b) -> np.ndarray:
     "The 32 five-bit values of each Q5_0/Q5_1 block: nibbles from `qs`, fifth bit from `qh`."
     low = unpack_bits(b["qs"], 4, QK // 2)
@@ -104,7 +104,7 @@ def dequantize_q8_0(raw):
     b = raw.view(BLOCK_Q8_0)
     return _scale(b["d"]) * b["qs"]
 
-# %% ../nbs/02_quants.ipynb #2182fdf4
+# %% ../nbs/02_quants.ipynb #256e7016
 BLOCK_Q2_K = np.dtype([("scales", "u1", QK_K // 16), ("qs", "u1", QK_K // 4), ("d", "<f2"), ("dmin", "<f2")])
 BLOCK_Q3_K = np.dtype([("hmask", "u1", QK_K // 8), ("qs", "u1", QK_K // 4), ("scales", "u1", 12), ("d", "<f2")])
 BLOCK_Q4_K = np.dtype([("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", 12), ("qs", "u1", QK_K // 2)])
@@ -112,7 +112,7 @@ BLOCK_Q5_K = np.dtype([("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", 12), ("qh
 BLOCK_Q6_K = np.dtype([("ql", "u1", QK_K // 2), ("qh", "u1", QK_K // 4), ("scales", "i1", QK_K // 16), ("d", "<f2")])
 BLOCK_Q8_K = np.dtype([("d", "<f4"), ("qs", "i1", QK_K), ("bsums", "<i2", QK_K // 16)])
 
-# %% ../nbs/02_quants.ipynb #5b03b2be
+# %% ../nbs/02_quants.ipynb #e62974e3
 @dequantizer(GGMLType.Q2_K)
 def dequantize_q2_k(raw):
     b = raw.view(BLOCK_Q2_K)
@@ -122,7 +122,7 @@ def dequantize_q2_k(raw):
     q = unpack_bits(b["qs"], 2, 32).reshape(n, 16, 16)
     return (scale * q - minimum).reshape(n, QK_K)
 
-# %% ../nbs/02_quants.ipynb #66d5b41b
+# %% ../nbs/02_quants.ipynb #607d0afc
 @dequantizer(GGMLType.Q6_K)
 def dequantize_q6_k(raw):
     b = raw.view(BLOCK_Q6_K)
@@ -138,7 +138,7 @@ def dequantize_q8_k(raw):
     b = raw.view(BLOCK_Q8_K)
     return _scale(b["d"]) * b["qs"]
 
-# %% ../nbs/02_quants.ipynb #9971bd71
+# %% ../nbs/02_quants.ipynb #452122aa
 def unpack_scales_k4(scales: np.ndarray):
     "The 8 six-bit (scale, minimum) pairs of each Q4_K/Q5_K super-block, from its 12 packed bytes."
     a, b, c = scales[:, 0:4], scales[:, 4:8], scales[:, 8:12]
@@ -154,7 +154,7 @@ def pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
     c = (sc[:, 4:] & np.uint8(0x0F)) | ((mn[:, 4:] & np.uint8(0x0F)) << np.uint8(4))
     return np.concatenate([a, b, c], axis=1)
 
-# %% ../nbs/02_quants.ipynb #1280bd68
+# %% ../nbs/02_quants.ipynb #9c190550
 def _k4_scales(b):
     "Per-sub-block scale and minimum of Q4_K/Q5_K super-blocks as (n, 8, 1) float32 columns."
     sc, mn = unpack_scales_k4(b["scales"])
@@ -175,7 +175,7 @@ def dequantize_q5_k(raw):
     q = unpack_bits(b["qs"], 4, 32) | (unpack_bits(b["qh"], 1, 32) << np.uint8(4))
     return (scale * q.reshape(len(b), 8, 32) - minimum).reshape(len(b), QK_K)
 
-# %% ../nbs/02_quants.ipynb #e5073366
+# %% ../nbs/02_quants.ipynb #9e1725d0
 def unpack_scales_q3_k(scales: np.ndarray) -> np.ndarray:
     "The 16 signed 6-bit sub-block scales of each Q3_K super-block, from its 12 packed bytes, as int8."
     low = unpack_bits(scales[:, :8], 4, 8)
@@ -192,7 +192,7 @@ def dequantize_q3_k(raw):
     q = low - np.int8(4) * (np.int8(1) - no_offset)
     return (scale * q.reshape(n, 16, 16)).reshape(n, QK_K)
 
-# %% ../nbs/02_quants.ipynb #f4804843
+# %% ../nbs/02_quants.ipynb #eaebf11f
 def supported_types() -> list[str]:
     "Names of the GGML types `dequantize` can decode."
     return [t.name for t in sorted(DEQUANTIZERS)]
@@ -213,7 +213,7 @@ def dequantize_rows(qt: QTensor, rows) -> np.ndarray:
         raise IndexError(f"row index out of range for a tensor of {qt.shape[0]} rows: {rows!r}")
     return dequantize(qt[idx])
 
-# %% ../nbs/02_quants.ipynb #887fe975
+# %% ../nbs/02_quants.ipynb #5071c76c
 QUANTIZERS = {}     # GGMLType -> function(float32 blocks (n, block_size)) -> uint8 bytes (n, type_size)
 
 def quantizer(ggml_type):
@@ -244,7 +244,7 @@ def _records(dtype, n: int, **fields) -> np.ndarray:
     for name, value in fields.items(): out[name] = value
     return out.view(np.uint8).reshape(n, dtype.itemsize)
 
-# %% ../nbs/02_quants.ipynb #347774e0
+# %% ../nbs/02_quants.ipynb #1365a8c0
 @quantizer(GGMLType.F32)
 def quantize_f32(x): return x.astype(np.float32).view(np.uint8)
 
@@ -273,7 +273,7 @@ def quantize_q4_1(x):
     q = np.minimum(15, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5)))
     return _records(BLOCK_Q4_1, len(x), d=d[:, 0], m=lo[:, 0], qs=pack_bits(q, 4, QK // 2))
 
-# %% ../nbs/02_quants.ipynb #3a8470bd
+# %% ../nbs/02_quants.ipynb #368d48f6
 def _split_five_bit(q):
     "32 five-bit values per block -> (nibbles packed in 16 bytes, fifth bits packed in 4 bytes)."
     q = q.astype(np.uint8)
@@ -292,7 +292,7 @@ def quantize_q5_1(x):
     qs, qh = _split_five_bit(np.minimum(31, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5))))
     return _records(BLOCK_Q5_1, len(x), d=d[:, 0], m=lo[:, 0], qh=qh, qs=qs)
 
-# %% ../nbs/02_quants.ipynb #2ff7b39f
+# %% ../nbs/02_quants.ipynb #04c65008
 @quantizer(GGMLType.Q8_K)
 def quantize_q8_k(x):
     top = signed_absmax(x)
@@ -303,7 +303,7 @@ def quantize_q8_k(x):
     bsums = q.reshape(len(x), QK_K // 16, 16).sum(axis=2, dtype=np.int16)
     return _records(BLOCK_Q8_K, len(x), d=d[:, 0], qs=q, bsums=bsums)
 
-# %% ../nbs/02_quants.ipynb #f0612059
+# %% ../nbs/02_quants.ipynb #af90344d
 def _wsum(a):
     "Column sums of (k, m) float32, adding the k rows one after the other as the C reference's loop does."
     total = a[0].copy()
@@ -383,7 +383,7 @@ def quantize_q5_k(x):
     L, fields = _quantize_k_with_min(x, 31, -0.5, 15)
     return _records(BLOCK_Q5_K, len(x), qs=pack_bits(L & np.uint8(15), 4, 32), qh=pack_bits(L >> np.uint8(4), 1, 32), **fields)
 
-# %% ../nbs/02_quants.ipynb #dd5d03d8
+# %% ../nbs/02_quants.ipynb #791d5d1c
 GROUP_MAX_EPS = np.float32(1e-15)    # below this, llama.cpp treats a group as all zeros
 
 def fit_symmetric_scale(x, nmax: int):
@@ -429,7 +429,7 @@ def quantize_q6_k(x):
     return _records(BLOCK_Q6_K, n, ql=pack_bits(L & np.uint8(15), 4, 64), qh=pack_bits(L >> np.uint8(4), 2, 32),
                     scales=ls, d=d[:, 0])
 
-# %% ../nbs/02_quants.ipynb #563c057a
+# %% ../nbs/02_quants.ipynb #d297f93c
 @quantizer(GGMLType.Q2_K)
 def quantize_q2_k(x):
     n = len(x)
@@ -493,7 +493,7 @@ def quantize_q3_k(x):
     return _records(BLOCK_Q3_K, n, hmask=pack_bits(L >> np.uint8(2), 1, 32), qs=pack_bits(L & np.uint8(3), 2, 32),
                     scales=scales, d=d[:, 0])
 
-# %% ../nbs/02_quants.ipynb #06a94f85
+# %% ../nbs/02_quants.ipynb #0b19eed5
 QUANTIZE_CHUNK_VALUES = 1 << 18     # values quantized per batch of blocks (1 MB of float32)
 
 def quantize(x: np.ndarray, ggml_type) -> QTensor:
@@ -518,7 +518,7 @@ def quantize(x: np.ndarray, ggml_type) -> QTensor:
         out[start:start + chunk] = fn(blocks[start:start + chunk])
     return QTensor(out.reshape(-1), t, x.shape)
 
-# %% ../nbs/02_quants.ipynb #4c41380a
+# %% ../nbs/02_quants.ipynb #bc42fe27
 @patch
 def dequantize(self: GGUFFile, name: str) -> np.ndarray:
     "Tensor `name` of the file as float32, in numpy order (`info.shape`)."
