@@ -95,9 +95,11 @@ def test_valid_edge_cases(tmp_path):
     assert open_bytes(tmp_path, gguf_bytes(tensors=[tinfo("z", [0, 4], GGMLType.F32, 0)])).tensors["z"].n_bytes == 0
 
 
-def test_directory_and_missing_file(tmp_path):
+def test_directory_pipe_and_missing_file(tmp_path):
     with pytest.raises(GGUFError, match="directory"): GGUFFile(tmp_path)
     with pytest.raises(FileNotFoundError): GGUFFile(tmp_path / "nope.gguf")
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(GGUFError, match="not a regular file"): GGUFFile(tmp_path / "pipe")   # and does not block
 
 
 # ---- random corruption, in a subprocess with a memory limit -------------------------------------------

@@ -197,6 +197,8 @@ def test_writer_refuses_duplicates_and_bad_tensors(tmp_path):
     with pytest.raises(TypeError): w.add_tensor("u", np.zeros(4, np.uint32))
     with pytest.raises(ValueError): w.add_tensor("five_dims", np.zeros((1, 1, 1, 1, 2), np.float32))
     with pytest.raises(TypeError): w.add_tensor("list", [1.0, 2.0])
+    with pytest.raises(ValueError, match="llama.cpp"): w.add_tensor("x" * 64, np.zeros(4, np.float32))
+    w.add_tensor("x" * 63, np.zeros(4, np.float32))
     with pytest.raises(ValueError): GGUFWriter(tmp_path / "y.gguf", alignment=3)
 
 
