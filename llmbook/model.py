@@ -302,6 +302,8 @@ class Model:
                 context_shift: bool = False, n_keep: int = 0) -> np.ndarray:
         "Run `tokens` after the cache's positions; logits `(n_out or len(tokens), n_vocab)` of the last tokens."
         ids = self.check_tokens(tokens)
+        if n_out is not None and not 1 <= n_out <= len(ids):
+            raise ValueError(f"n_out must be between 1 and the {len(ids)} tokens given, got {n_out}")
         if context_shift: cache.make_room(len(ids), n_keep, self.rotate_keys)
         else: cache.check_room(len(ids))
         pos = np.arange(cache.pos, cache.pos + len(ids))

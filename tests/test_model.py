@@ -115,6 +115,11 @@ def test_n_out_returns_last_rows(tiny):
     m = Model.load(tiny["gemma3"])
     full = m.logits(IDS)
     np.testing.assert_allclose(m.forward(IDS, m.new_cache(13), n_out=3), full[-3:], atol=1e-5)
+    cache = m.new_cache(13)
+    for bad in (0, 14, -1):
+        with pytest.raises(ValueError, match="n_out"):
+            m.forward(IDS, cache, n_out=bad)
+    assert cache.pos == 0
 
 def test_sliding_window_matters(tiny):
     "The gemma3 tiny model's window (4) is shorter than the sequence: removing it must change the logits."
