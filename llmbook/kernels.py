@@ -8,10 +8,10 @@ __all__ = ['REQUESTED_THREADING_LAYER', 'BLOCK_DTYPES', 'F16_TO_F32', 'PACKERS',
            'matvec_q4_simple', 'nibbles', 'matvec_q4', 'quantize_blocks_q8', 'matvec_q4_int8', 'pack_q4_0', 'pack_q4_k',
            'pack_q5_0', 'pack_q5_1', 'pack_q5_k', 'pack_q8_0', 'pack_q6_k', 'pack_f32', 'pack_f16', 'matvec_q5',
            'matvec_q8', 'matvec_q6_k', 'matvec_f32', 'matvec_f16', 'rows_q4', 'rows_q5', 'rows_q8', 'rows_q6_k',
-           'rows_f32', 'rows_f16', 'PackedMatrix', 'pack', 'rmsnorm', 'add_rmsnorm', 'add', 'rope', 'attention',
-           'softmax', 'silu_mul', 'gelu_mul', 'decode_step_estimate']
+           'rows_f32', 'rows_f16', 'PackedMatrix', 'pack', 'gemm_nt', 'rmsnorm', 'add_rmsnorm', 'add', 'rope',
+           'attention', 'softmax', 'silu_mul', 'gelu_mul', 'decode_step_estimate']
 
-# %% ../nbs/03_kernels.ipynb #090e457e
+# %% ../nbs/03_kernels.ipynb #2521e747
 import ctypes, os, sys, time, warnings
 import numpy as np
 import numba
@@ -20,7 +20,7 @@ from .tensors import GGMLType, QTensor, type_info
 from .quants import (BLOCK_Q4_0, BLOCK_Q4_1, BLOCK_Q5_0, BLOCK_Q5_1, BLOCK_Q8_0, BLOCK_Q4_K, BLOCK_Q5_K,
                             BLOCK_Q6_K, unpack_bits, unpack_scales_k4)
 
-# %% ../nbs/03_kernels.ipynb #faa9d793
+# %% ../nbs/03_kernels.ipynb #adf189fb
 def _tbb_library_paths() -> list[str]:
     "Where pip, conda or a user install put the TBB runtime, then the bare name for the loader's own search."
     name = {"darwin": "libtbb.12.dylib", "win32": "tbb12.dll"}.get(sys.platform, "libtbb.so.12")
@@ -43,8 +43,9 @@ def _load_tbb() -> bool:
     return False
 
 def _choose_threading_layer() -> str:
-    if os.environ.get("NUMBA_THREADING_LAYER"): return os.environ["NUMBA_THREADING_LAYER"]   # the user's choice
-    if _load_tbb():
+    tbb_ok = _load_tbb()                        # harmless when unused; needed if the user asks for tbb
+    if os.environ.get("NUMBA_THREADING_LAYER"): return os.environ["NUMBA_THREADING_LAYER"]   # the user's choice wins
+    if tbb_ok:
         numba.config.THREADING_LAYER = "tbb"
         return "tbb"
     numba.config.THREADING_LAYER = "default"
@@ -54,7 +55,7 @@ def _choose_threading_layer() -> str:
 
 REQUESTED_THREADING_LAYER = _choose_threading_layer()
 
-# %% ../nbs/03_kernels.ipynb #ccd7d9d0
+# %% ../nbs/03_kernels.ipynb #9cf1d7f2
 @njit(parallel=True, cache=True)
 def _fill_parallel(out):
     for i in prange(out.size): out[i] = i
@@ -89,7 +90,7 @@ def set_threads(n_threads: int | None = None) -> int:
     numba.set_num_threads(n)
     return n
 
-# %% ../nbs/03_kernels.ipynb #a48806d3
+# %% ../nbs/03_kernels.ipynb #c4cc37a1
 def random_qtensor(ggml_type, shape, seed: int = 0) -> QTensor:
     "A QTensor of `shape` with random levels and small random scales: test and benchmark data for any type."
     t = GGMLType[ggml_type] if isinstance(ggml_type, str) else GGMLType(ggml_type)
@@ -111,7 +112,7 @@ BLOCK_DTYPES = {GGMLType.Q4_0: BLOCK_Q4_0, GGMLType.Q4_1: BLOCK_Q4_1, GGMLType.Q
                 GGMLType.Q5_1: BLOCK_Q5_1, GGMLType.Q8_0: BLOCK_Q8_0, GGMLType.Q4_K: BLOCK_Q4_K,
                 GGMLType.Q5_K: BLOCK_Q5_K, GGMLType.Q6_K: BLOCK_Q6_K}
 
-# %% ../nbs/03_kernels.ipynb #c8b296a9
+# %% ../nbs/03_kernels.ipynb #4c3050cb
 def _f32_columns(field: np.ndarray, n_rows: int) -> np.ndarray:
     "An f16/f32 per-block field as a float32 `(n_rows, n_blocks)` array."
     return np.ascontiguousarray(field.astype(np.float32).reshape(n_rows, -1))
@@ -125,7 +126,7 @@ def pack_q4_1(raw: np.ndarray, n_rows: int):
     b = raw.view(BLOCK_Q4_1)
     return "q4", (_f32_columns(b["d"], n_rows), _f32_columns(b["m"], n_rows), _rows_of(b["qs"], n_rows))
 
-# %% ../nbs/03_kernels.ipynb #b3d131ef
+# %% ../nbs/03_kernels.ipynb #8955f4c1
 @njit(cache=True, fastmath=True)
 def block_sums(x, block: int):
     "Sum of each run of `block` values of `x`: the `sum(x_i)` of every weight block."
@@ -151,7 +152,7 @@ def matvec_q4_simple(d, m, qs, x, out):
             acc += d[r, b] * s + m[r, b] * xs[b]
         out[r] = acc
 
-# %% ../nbs/03_kernels.ipynb #6757a41b
+# %% ../nbs/03_kernels.ipynb #783579ff
 @njit(fastmath=True, inline="always")
 def nibbles(byte):
     "Low and high nibble of `byte` as float32, computed in float arithmetic (16 lanes per AVX-512 op)."
@@ -184,7 +185,7 @@ def matvec_q4(d, m, qs, x, out):
             a3 += d[r3, b] * s3 + m[r3, b] * xb
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #ded7a85d
+# %% ../nbs/03_kernels.ipynb #e2833af3
 @njit(cache=True, fastmath=True)
 def quantize_blocks_q8(x):
     "Activations to int8 in blocks of 32 with one float scale each (llama.cpp's Q8 activations)."
@@ -226,7 +227,7 @@ def matvec_q4_int8(d, m, qs, x, out):
             a3 += d[r3, b] * sb * s3 + m[r3, b] * xb
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #bd6a8342
+# %% ../nbs/03_kernels.ipynb #7b7ecc01
 def pack_q4_0(raw, n_rows):
     "Q4_0 blocks -> 'q4' layout: weight = d*(q - 8) = d*q + (-8d)."
     b = raw.view(BLOCK_Q4_0)
@@ -298,7 +299,7 @@ PACKERS = {GGMLType.Q4_0: pack_q4_0, GGMLType.Q4_1: pack_q4_1, GGMLType.Q4_K: pa
            GGMLType.Q5_0: pack_q5_0, GGMLType.Q5_1: pack_q5_1, GGMLType.Q5_K: pack_q5_k,
            GGMLType.Q8_0: pack_q8_0, GGMLType.Q6_K: pack_q6_k, GGMLType.F32: pack_f32, GGMLType.F16: pack_f16}
 
-# %% ../nbs/03_kernels.ipynb #9f238eb4
+# %% ../nbs/03_kernels.ipynb #61dbe853
 @njit(fastmath=True, inline="always")
 def _bit(word, i):
     return np.float32((word >> i) & 1)
@@ -347,7 +348,7 @@ def matvec_q8(d, qs, x, out):
             a0 += d[r0, b] * s0; a1 += d[r1, b] * s1; a2 += d[r2, b] * s2; a3 += d[r3, b] * s3
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #608eef4a
+# %% ../nbs/03_kernels.ipynb #84f57876
 @njit(fastmath=True, inline="always")
 def _crumbs(byte):
     "The four 2-bit fields of `byte` (bits 0-1, 2-3, 4-5, 6-7) as float32, split in float arithmetic."
@@ -422,31 +423,47 @@ def matvec_f16(w, table, x, out):
 
 MATVEC_KERNELS = {"q4": matvec_q4, "q5": matvec_q5, "q8": matvec_q8, "q6_k": matvec_q6_k, "f32": matvec_f32, "f16": matvec_f16}
 
-# %% ../nbs/03_kernels.ipynb #cd6408b6
+# %% ../nbs/03_kernels.ipynb #94504ff5
+@njit(cache=True, fastmath=True)
+def _split_nibbles(q, lo, hi):
+    "Low and high nibbles of every byte of `q` as float32, in one long loop (which LLVM vectorizes)."
+    for k in range(q.size):
+        f = np.float32(q[k])
+        h = np.floor(f * np.float32(1 / 16))
+        hi[k] = h
+        lo[k] = f - np.float32(16) * h
+
 @njit(cache=True, fastmath=True, parallel=True)
 def rows_q4(d, m, qs, rows, out):
     "out[i] = row rows[i] of a 'q4' matrix, as float32."
     n_blocks = d.shape[1]
-    for i in prange(rows.size):
-        r = rows[i]
-        for b in range(n_blocks):
-            for j in range(16):
-                lo, hi = nibbles(qs[r, 16 * b + j])
-                out[i, 32 * b + j] = d[r, b] * lo + m[r, b]
-                out[i, 32 * b + 16 + j] = d[r, b] * hi + m[r, b]
+    n_chunks = (rows.size + 15) // 16
+    for c in prange(n_chunks):
+        lo = np.empty(16 * n_blocks, np.float32); hi = np.empty(16 * n_blocks, np.float32)
+        for i in range(16 * c, min(16 * c + 16, rows.size)):
+            r = rows[i]
+            _split_nibbles(qs[r], lo, hi)
+            for b in range(n_blocks):
+                db, mb = d[r, b], m[r, b]
+                for j in range(16):
+                    out[i, 32 * b + j] = db * lo[16 * b + j] + mb
+                    out[i, 32 * b + 16 + j] = db * hi[16 * b + j] + mb
 
 @njit(cache=True, fastmath=True, parallel=True)
 def rows_q5(d, m, qs, qh, rows, out):
     "out[i] = row rows[i] of a 'q5' matrix, as float32."
     n_blocks = d.shape[1]
-    for i in prange(rows.size):
-        r = rows[i]
-        for b in range(n_blocks):
-            h = qh[r, b]
-            for j in range(16):
-                lo, hi = nibbles(qs[r, 16 * b + j])
-                out[i, 32 * b + j] = d[r, b] * (lo + 16 * _bit(h, j)) + m[r, b]
-                out[i, 32 * b + 16 + j] = d[r, b] * (hi + 16 * _bit(h, j + 16)) + m[r, b]
+    n_chunks = (rows.size + 15) // 16
+    for c in prange(n_chunks):
+        lo = np.empty(16 * n_blocks, np.float32); hi = np.empty(16 * n_blocks, np.float32)
+        for i in range(16 * c, min(16 * c + 16, rows.size)):
+            r = rows[i]
+            _split_nibbles(qs[r], lo, hi)
+            for b in range(n_blocks):
+                db, mb, h = d[r, b], m[r, b], qh[r, b]
+                for j in range(16):
+                    out[i, 32 * b + j] = db * (lo[16 * b + j] + 16 * _bit(h, j)) + mb
+                    out[i, 32 * b + 16 + j] = db * (hi[16 * b + j] + 16 * _bit(h, j + 16)) + mb
 
 @njit(cache=True, fastmath=True, parallel=True)
 def rows_q8(d, qs, rows, out):
@@ -489,7 +506,7 @@ def rows_f16(w, table, rows, out):
 
 ROW_KERNELS = {"q4": rows_q4, "q5": rows_q5, "q8": rows_q8, "q6_k": rows_q6_k, "f32": rows_f32, "f16": rows_f16}
 
-# %% ../nbs/03_kernels.ipynb #a3c4397e
+# %% ../nbs/03_kernels.ipynb #fb65482b
 def _check_vector(name, a, n):
     if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 1 and a.size == n and a.flags.c_contiguous):
         got = f"{a.dtype} array of shape {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
@@ -534,10 +551,12 @@ class PackedMatrix:
         self._rows(*self.arrays, ids, out)
         return out
 
-    def matmul(self, X: np.ndarray, out: np.ndarray | None = None, scratch: np.ndarray | None = None) -> np.ndarray:
-        """out = X @ W.T for a float32 batch `X` `(n, n_cols)`. Slices of W are dequantized into `scratch`
-        (a float32 buffer reused across calls; by default up to 4M floats) and multiplied with BLAS."""
-        if not (isinstance(X, np.ndarray) and X.ndim == 2): raise ValueError(f"X must be a 2-D float32 array, got {getattr(X, 'shape', type(X).__name__)}")
+    def matmul(self, X: np.ndarray, out: np.ndarray | None = None, scratch: np.ndarray | None = None,
+               blas: bool = False) -> np.ndarray:
+        """out = X @ W.T for a float32 batch `X` `(n, n_cols)`. Slices of W are dequantized into `scratch` (a float32
+        buffer reused across calls; by default up to 4M floats) and multiplied by `gemm_nt`, or by numpy's BLAS."""
+        if not (isinstance(X, np.ndarray) and X.ndim == 2):
+            raise ValueError(f"X must be a 2-D float32 array, got {getattr(X, 'shape', type(X).__name__)}")
         n = X.shape[0]
         _check_matrix("X", X, (n, self.n_cols))
         if out is None: out = np.empty((n, self.n_rows), np.float32)
@@ -552,9 +571,10 @@ class PackedMatrix:
         if step < 1: raise ValueError(f"scratch holds {scratch.size} floats, less than one row of {self.n_cols}")
         for r0 in range(0, self.n_rows, step):
             r1 = min(self.n_rows, r0 + step)
-            w = scratch[: (r1 - r0) * self.n_cols].reshape(r1 - r0, self.n_cols)
+            w = scratch.reshape(-1)[: (r1 - r0) * self.n_cols].reshape(r1 - r0, self.n_cols)
             self._rows(*self.arrays, np.arange(r0, r1), w)
-            np.matmul(X, w.T, out=out[:, r0:r1])
+            if blas: np.matmul(X, w.T, out=out[:, r0:r1])
+            else: gemm_nt(X, w, out, r0)
         return out
 
     def __repr__(self): return f"PackedMatrix({self.type.name} as {self.layout!r}, shape={self.shape}, {self.nbytes:,} bytes)"
@@ -577,7 +597,28 @@ def pack(*tensors: QTensor) -> PackedMatrix:
         a if a is F16_TO_F32 else np.concatenate([p[1][i] for p in parts]) for i, a in enumerate(parts[0][1]))
     return PackedMatrix(layout, arrays, first.type, (sum(t.shape[0] for t in tensors), first.shape[1]))
 
-# %% ../nbs/03_kernels.ipynb #3433f614
+# %% ../nbs/03_kernels.ipynb #80bcb0f2
+@njit(cache=True, fastmath=True, parallel=True)
+def gemm_nt(X, W, out, col0):
+    "out[t, col0 + r] = X[t] . W[r] for float32 `X` `(n, k)` and `W` `(rows, k)`: 4 rows of W by 2 rows of X per step."
+    n, k_len = X.shape
+    n_rows = W.shape[0]
+    last_r, last_t = n_rows - 1, n - 1
+    for g in prange((n_rows + 3) // 4):
+        r0 = 4 * g; r1 = min(r0 + 1, last_r); r2 = min(r0 + 2, last_r); r3 = min(r0 + 3, last_r)
+        for t0 in range(0, n, 2):
+            t1 = min(t0 + 1, last_t)
+            a0 = np.float32(0); a1 = np.float32(0); a2 = np.float32(0); a3 = np.float32(0)
+            b0 = np.float32(0); b1 = np.float32(0); b2 = np.float32(0); b3 = np.float32(0)
+            for k in range(k_len):
+                x0 = X[t0, k]; x1 = X[t1, k]
+                w0 = W[r0, k]; w1 = W[r1, k]; w2 = W[r2, k]; w3 = W[r3, k]
+                a0 += w0 * x0; a1 += w1 * x0; a2 += w2 * x0; a3 += w3 * x0
+                b0 += w0 * x1; b1 += w1 * x1; b2 += w2 * x1; b3 += w3 * x1
+            out[t0, col0 + r0] = a0; out[t0, col0 + r1] = a1; out[t0, col0 + r2] = a2; out[t0, col0 + r3] = a3
+            out[t1, col0 + r0] = b0; out[t1, col0 + r1] = b1; out[t1, col0 + r2] = b2; out[t1, col0 + r3] = b3
+
+# %% ../nbs/03_kernels.ipynb #d26282f3
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}   # fastmath without "no NaN/inf" assumptions (softmax uses -inf)
 
 @njit(cache=True, fastmath=FAST)
@@ -609,7 +650,7 @@ def add(x, delta):
     a, b = x.reshape(-1), delta.reshape(-1)
     for i in range(a.size): a[i] += b[i]
 
-# %% ../nbs/03_kernels.ipynb #638e523c
+# %% ../nbs/03_kernels.ipynb #19216d24
 @njit(cache=True, fastmath=FAST)
 def rope(x, pos0, cos, sin, neox):
     "Rotate `x` `(n_tokens, n_heads, head_dim)` in place; token t is at position pos0 + t. NeoX pairs (i, i + n_rot/2)."
@@ -625,7 +666,7 @@ def rope(x, pos0, cos, sin, neox):
                 x[t, h, ia] = a * c - b * s
                 x[t, h, ib] = a * s + b * c
 
-# %% ../nbs/03_kernels.ipynb #1b254485
+# %% ../nbs/03_kernels.ipynb #72b656da
 @njit(cache=True, fastmath=FAST, parallel=True)
 def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
@@ -654,7 +695,7 @@ def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
             for i in range(head_dim): o[i] += e * v_cache[layer, kv, j, i]
         for i in range(head_dim): o[i] /= total
 
-# %% ../nbs/03_kernels.ipynb #1b86b743
+# %% ../nbs/03_kernels.ipynb #292f6a10
 @njit(cache=True, fastmath=FAST)
 def softmax(x):
     "Softmax of each row of the 2-D `x`, in place (max subtracted first, so exp cannot overflow)."
@@ -685,7 +726,7 @@ def gelu_mul(gate, up, out):
         x = g[i]
         o[i] = np.float32(0.5) * x * (np.float32(1) + np.tanh(GELU_COEF * (x + np.float32(0.044715) * x * x * x))) * u[i]
 
-# %% ../nbs/03_kernels.ipynb #74702d4a
+# %% ../nbs/03_kernels.ipynb #9b6d804c
 def decode_step_estimate(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
                          weight_type="Q4_1", head_type="Q8_0", n_past=64, repeat=5) -> dict:
     "Time the kernels of one decode step on random weights of a llama-shaped model: ms per token and MACs."

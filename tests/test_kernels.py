@@ -1,0 +1,302 @@
+"""Every kernel of llmbook.kernels against a numpy reference, on random data and on the real tensors of
+SmolLM2 (Q4_1, Q8_0) and Gemma 3 (Q5_0, Q8_0, Q4_K, Q6_K).
+
+Tolerances: the kernels add in float32, in blocks and 4 rows at a time, in an order that differs from
+numpy's float64 reference. For a dot product of n terms the float32 rounding error grows like
+sqrt(n) * 2**-24 * sum|w_i x_i|, a few 1e-7 relative to the largest output for n in the hundreds to a few
+thousand; we allow 2e-5 of the largest |output| (plus 1e-6 absolute), which is still ~100x tighter than
+any indexing or scaling mistake would produce (those give errors of the order of the outputs themselves).
+"""
+import os, subprocess, sys
+import numpy as np
+import pytest
+import gguf
+from gguf import GGUFReader
+
+from llmbook.tensors import GGMLType, QTensor
+from llmbook import kernels as K
+from llmbook import attention as A
+
+TYPES = ["Q4_0", "Q4_1", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q8_0", "Q6_K", "F16", "F32"]
+K_TYPES = {"Q4_K", "Q5_K", "Q6_K"}
+
+
+def reference_dense(qt: QTensor) -> np.ndarray:
+    "gguf-py's dequantizer: an implementation independent of ours."
+    raw = qt.data.reshape(qt.n_rows, -1)
+    return gguf.quants.dequantize(raw, gguf.GGMLQuantizationType(int(qt.type))).reshape(qt.shape).astype(np.float32)
+
+
+def assert_matvec_close(got, dense, x):
+    exact = dense.astype(np.float64) @ x.astype(np.float64)
+    scale = np.abs(exact).max()
+    err = np.abs(got - exact).max()
+    assert err <= 2e-5 * scale + 1e-6, f"max error {err:.3g} vs largest output {scale:.3g}"
+
+
+# ------------------------------------------------------------------ random data, every type, odd sizes
+@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("n_rows", [1, 3, 5, 13, 64, 130])
+def test_matvec_random(name, n_rows):
+    n_cols = 512 if name in K_TYPES else 96
+    qt = K.random_qtensor(name, (n_rows, n_cols), seed=n_rows)
+    w = K.pack(qt)
+    x = np.random.default_rng(n_rows).standard_normal(n_cols).astype(np.float32)
+    dense = reference_dense(qt)
+    assert_matvec_close(w.matvec(x), dense, x)
+    out = np.full(n_rows, np.nan, np.float32)
+    assert w.matvec(x, out) is out and np.isfinite(out).all()
+    np.testing.assert_allclose(w.rows(np.arange(n_rows)), dense, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_rows_and_matmul_random(name):
+    n_cols = 768 if name in K_TYPES else 160
+    qt = K.random_qtensor(name, (70, n_cols), seed=7)
+    w = K.pack(qt)
+    dense = reference_dense(qt)
+    ids = [69, 0, 5, 5, 33]
+    np.testing.assert_allclose(w.rows(ids), dense[ids], rtol=1e-6, atol=1e-7)
+    X = np.random.default_rng(3).standard_normal((9, n_cols)).astype(np.float32)
+    exact = X.astype(np.float64) @ dense.T.astype(np.float64)
+    tol = 2e-5 * np.abs(exact).max() + 1e-6
+    for blas in (False, True):
+        for scratch in (None, np.empty(16 * n_cols, np.float32), np.empty(n_cols, np.float32)):   # 1 slice, 5, 70
+            got = w.matmul(X, scratch=scratch, blas=blas)
+            assert np.abs(got - exact).max() <= tol
+    assert np.abs(w.matmul(X[:1]) - exact[:1]).max() <= tol         # one token goes through matvec
+
+
+def test_matvec_large_random_q4_1():
+    "Many row groups across threads, the shape of SmolLM2's output head, against a dense product."
+    qt = K.random_qtensor("Q4_1", (4099, 576), seed=11)
+    x = np.random.default_rng(2).standard_normal(576).astype(np.float32)
+    assert_matvec_close(K.pack(qt).matvec(x), reference_dense(qt), x)
+
+
+def test_int8_variant_is_close_but_not_exact():
+    "The integer-dot-product kernel of the chapter: right to within int8 rounding of x."
+    qt = K.random_qtensor("Q4_1", (64, 576), seed=1)
+    w = K.pack(qt)
+    x = np.random.default_rng(1).standard_normal(576).astype(np.float32)
+    out = np.empty(64, np.float32)
+    K.matvec_q4_int8(*w.arrays, x, out)
+    exact = reference_dense(qt).astype(np.float64) @ x
+    err = np.abs(out - exact).max() / np.abs(exact).max()
+    assert 1e-6 < err < 3e-2
+
+
+def test_stacked_pack_equals_separate():
+    parts = [K.random_qtensor("Q5_0", (n, 256), seed=n) for n in (16, 7, 9)]
+    x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    stacked = K.pack(*parts)
+    assert stacked.shape == (32, 256) and stacked.layout == "q5"
+    np.testing.assert_array_equal(stacked.matvec(x), np.concatenate([K.pack(p).matvec(x) for p in parts]))
+    f16 = K.pack(K.random_qtensor("F16", (4, 64), 1), K.random_qtensor("F16", (3, 64), 2))
+    assert f16.arrays[1] is K.F16_TO_F32 and f16.shape == (7, 64)
+
+
+def test_packed_memory_stays_near_file_size():
+    for name, most in [("Q4_1", 1.21), ("Q4_0", 1.34), ("Q8_0", 1.07), ("Q5_0", 1.28), ("Q4_K", 1.34), ("Q6_K", 1.23), ("F32", 1.0)]:
+        qt = K.random_qtensor(name, (64, 512))
+        assert K.pack(qt).nbytes <= most * qt.nbytes, name
+
+
+# ------------------------------------------------------------------ bad input: clear errors, no crash
+def test_bad_input_errors():
+    w = K.pack(K.random_qtensor("Q4_1", (8, 64)))
+    with pytest.raises(ValueError, match="x must be a contiguous float32 vector of 64"):
+        w.matvec(np.zeros(63, np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        w.matvec(np.zeros(64, np.float64))
+    with pytest.raises(ValueError, match="contiguous"):
+        w.matvec(np.zeros(128, np.float32)[::2])
+    with pytest.raises(ValueError, match="out must be"):
+        w.matvec(np.zeros(64, np.float32), np.zeros(7, np.float32))
+    with pytest.raises(IndexError, match="0..7"):
+        w.rows([8])
+    with pytest.raises(IndexError):
+        w.rows([-1])
+    with pytest.raises(ValueError, match="shape"):
+        w.matmul(np.zeros((3, 65), np.float32))
+    with pytest.raises(ValueError, match="less than one row"):
+        w.matmul(np.zeros((3, 64), np.float32), scratch=np.zeros(10, np.float32))
+    with pytest.raises(ValueError, match="share type and width"):
+        K.pack(K.random_qtensor("Q4_1", (8, 64)), K.random_qtensor("Q4_0", (8, 64)))
+    with pytest.raises(ValueError, match="share type and width"):
+        K.pack(K.random_qtensor("Q4_1", (8, 64)), K.random_qtensor("Q4_1", (8, 96)))
+    with pytest.raises(NotImplementedError, match="Q2_K"):
+        K.pack(QTensor(np.zeros(84, np.uint8), GGMLType.Q2_K, (1, 256)))
+    with pytest.raises(ValueError, match="2-D"):
+        K.pack(K.random_qtensor("F32", (2, 2, 32)))
+    with pytest.raises(TypeError):
+        K.pack(np.zeros((2, 32), np.float32))
+    with pytest.raises(ValueError):
+        K.pack()
+    with pytest.raises(ValueError, match="positive integer"):
+        K.set_threads(0)
+
+
+# ------------------------------------------------------------------ real tensors
+def real_matrices(path, max_rows=3000):
+    "The 2-D tensors of a GGUF file as QTensors built from gguf-py's reading (big ones cut to max_rows rows)."
+    reader = GGUFReader(path)
+    for t in reader.tensors:
+        if len(t.shape) != 2: continue
+        shape = tuple(int(s) for s in t.shape[::-1])
+        qt = QTensor(np.ascontiguousarray(t.data).reshape(-1).view(np.uint8), int(t.tensor_type), shape)
+        yield t.name, qt[: min(max_rows, shape[0])]
+
+
+def test_real_model_matvec(real_model_path):
+    seen = set()
+    rng = np.random.default_rng(0)
+    for name, qt in real_matrices(real_model_path):
+        kind = (qt.type, qt.shape)
+        if kind in seen: continue                      # each type and shape once: covers every layer kind
+        seen.add(kind)
+        w = K.pack(qt)
+        x = rng.standard_normal(qt.shape[1]).astype(np.float32)
+        dense = reference_dense(qt)
+        assert_matvec_close(w.matvec(x), dense, x)
+        ids = np.array([0, qt.shape[0] - 1, qt.shape[0] // 2])
+        np.testing.assert_allclose(w.rows(ids), dense[ids], rtol=1e-6, atol=1e-7, err_msg=name)
+        X = rng.standard_normal((5, qt.shape[1])).astype(np.float32)
+        exact = X.astype(np.float64) @ dense.T
+        assert np.abs(w.matmul(X) - exact).max() <= 2e-5 * np.abs(exact).max() + 1e-6, name
+    types = {GGMLType(t).name for t, _ in seen}
+    expected = {"Q4_1", "Q8_0"} if "SmolLM2" in str(real_model_path) else {"Q5_0", "Q8_0", "Q4_K", "Q6_K"}
+    assert expected <= types, types
+
+
+def test_real_stacked_qkv_and_gate_up(smollm2_path):
+    tensors = dict(real_matrices(smollm2_path, max_rows=10 ** 6))
+    x = np.random.default_rng(1).standard_normal(576).astype(np.float32)
+    for names in (["blk.3.attn_q.weight", "blk.3.attn_k.weight", "blk.3.attn_v.weight"],
+                  ["blk.3.ffn_gate.weight", "blk.3.ffn_up.weight"]):
+        qts = [tensors[n] for n in names]
+        dense = np.concatenate([reference_dense(q) for q in qts])
+        assert_matvec_close(K.pack(*qts).matvec(x), dense, x)
+
+
+# ------------------------------------------------------------------ the layer kernels vs chapter 04
+def test_rmsnorm_and_add_rmsnorm():
+    rng = np.random.default_rng(0)
+    for shape in [(1, 576), (7, 640), (9, 64), (4, 256)]:        # hidden states, per-head q/k norms
+        x = rng.standard_normal(shape).astype(np.float32) * 3
+        w = rng.standard_normal(shape[1]).astype(np.float32)
+        out = np.empty_like(x)
+        K.rmsnorm(x, w, 1e-6, out)
+        np.testing.assert_allclose(out, A.rms_norm(x, w, 1e-6), rtol=1e-5, atol=1e-6)
+        y = x.copy(); K.rmsnorm(y, w, 1e-6, y)                    # in place
+        np.testing.assert_allclose(y, out, rtol=1e-6, atol=1e-7)
+        d = rng.standard_normal(shape).astype(np.float32)
+        h = x.copy(); K.add_rmsnorm(h, d, w, 1e-5, out)
+        np.testing.assert_array_equal(h, x + d)
+        np.testing.assert_allclose(out, A.rms_norm(x + d, w, 1e-5), rtol=1e-5, atol=1e-6)
+        h = x.copy(); K.add(h, d)
+        np.testing.assert_array_equal(h, x + d)
+
+
+@pytest.mark.parametrize("neox", [False, True])
+@pytest.mark.parametrize("n_rot,head_dim", [(64, 64), (256, 256), (32, 64)])
+def test_rope(neox, n_rot, head_dim):
+    rng = np.random.default_rng(1)
+    freqs = A.rope_freqs(n_rot, 10000.0)
+    cos, sin = A.rope_cos_sin(np.arange(100), freqs)
+    x = rng.standard_normal((5, 3, head_dim)).astype(np.float32)
+    got = x.copy()
+    K.rope(got, 40, cos, sin, neox)
+    expect = A.apply_rope(x, cos[40:45], sin[40:45], neox=neox)
+    np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_heads,n_kv", [(9, 3), (4, 1), (4, 4)])
+@pytest.mark.parametrize("window", [0, 1, 7])
+def test_attention_matches_chapter_04(n_heads, n_kv, window):
+    rng = np.random.default_rng(n_heads + window)
+    n_layers, n_ctx, hd, layer = 3, 40, 32, 2
+    kc = rng.standard_normal((n_layers, n_kv, n_ctx, hd)).astype(np.float32)
+    vc = rng.standard_normal((n_layers, n_kv, n_ctx, hd)).astype(np.float32)
+    for pos0, n in [(0, 1), (0, 10), (17, 1), (20, 13)]:
+        q = rng.standard_normal((n, n_heads, hd)).astype(np.float32) * 2
+        out = np.empty_like(q)
+        K.attention(q, kc, vc, layer, pos0, hd ** -0.5, window, out)
+        n_keys = pos0 + n
+        expect = A.attention(q, kc[layer, :, :n_keys], vc[layer, :, :n_keys], np.arange(pos0, pos0 + n),
+                             hd ** -0.5, window or None)
+        np.testing.assert_allclose(out, expect, rtol=1e-4, atol=2e-5)
+
+
+def test_attention_large_scores_do_not_overflow():
+    kc = np.ones((1, 1, 8, 4), np.float32) * 100
+    vc = np.arange(32, dtype=np.float32).reshape(1, 1, 8, 4)
+    q = np.ones((1, 1, 4), np.float32) * 100
+    out = np.empty_like(q)
+    K.attention(q, kc, vc, 0, 7, 1.0, 0, out)             # scores of 40000: exp would overflow without the max
+    np.testing.assert_allclose(out[0, 0], vc[0, 0].mean(axis=0), rtol=1e-5)
+
+
+def test_softmax_and_gates():
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((3, 4096)) * 50).astype(np.float32)
+    p = x.copy(); K.softmax(p)
+    np.testing.assert_allclose(p, A.softmax(x), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(p.sum(axis=1), 1, rtol=1e-5)
+    g = np.concatenate([rng.standard_normal(2044) * 5, [-500, -90, 90, 500]]).astype(np.float32)
+    u = rng.standard_normal(2048).astype(np.float32)
+    out = np.empty_like(g)
+    K.silu_mul(g, u, out)
+    np.testing.assert_allclose(out, A.swiglu(g, u), rtol=1e-5, atol=1e-6)
+    K.gelu_mul(g, u, out)
+    np.testing.assert_allclose(out, A.geglu_tanh(g, u), rtol=1e-5, atol=1e-6)
+    g2, u2, o2 = g.reshape(2, 1024), u.reshape(2, 1024), np.empty((2, 1024), np.float32)   # any shape
+    K.silu_mul(g2, u2, o2)
+    np.testing.assert_allclose(o2.reshape(-1), A.swiglu(g, u), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ threads
+def test_threads_in_this_process():
+    assert K.threading_layer() in ("tbb", "omp", "workqueue")
+    assert K.physical_cores() >= 1
+    n = K.set_threads(1)
+    assert n == 1
+    assert K.set_threads() == min(K.physical_cores(), K.numba.config.NUMBA_NUM_THREADS)
+
+
+def _fresh(code, **env):
+    full = {**os.environ, **env}
+    if "NUMBA_THREADING_LAYER" not in env: full.pop("NUMBA_THREADING_LAYER", None)
+    return subprocess.run([sys.executable, "-W", "always", "-c", code], env=full, capture_output=True, text=True, timeout=300)
+
+
+def test_tbb_from_a_fresh_interpreter():
+    "A plain `import llmbook.kernels` in a new process runs parallel kernels on TBB (pip's tbb, loaded by path)."
+    r = _fresh("from llmbook.kernels import threading_layer; print(threading_layer())")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "tbb", r.stdout + r.stderr
+
+
+def test_user_choice_of_threading_layer_wins():
+    r = _fresh("from llmbook.kernels import threading_layer; print(threading_layer())", NUMBA_THREADING_LAYER="workqueue")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "workqueue"
+
+
+def test_missing_tbb_warns_and_falls_back():
+    code = ("import ctypes\nreal = ctypes.CDLL\n"
+            "def hide_tbb(name, *a, **k):\n"
+            "    if 'tbb' in str(name): raise OSError('hidden for the test')\n"
+            "    return real(name, *a, **k)\n"
+            "ctypes.CDLL = hide_tbb\n"
+            "import warnings\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    import llmbook.kernels as K\n"
+            "print([str(x.message) for x in w if 'TBB' in str(x.message)][:1])\n"
+            "print(K.threading_layer())\n")
+    r = _fresh(code)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert "TBB threading layer is not available" in lines[0]
+    assert lines[1] in ("omp", "workqueue")
