@@ -7,13 +7,13 @@ __all__ = ['WHITESPACE_CODEPOINTS', 'PRE_TOKENIZERS', 'BYTE_TO_UNICODE', 'UNICOD
            'TokenizerError', 'unicode_classes', 'PreTokenizer', 'pre_tokenize', 'bytes_to_symbols', 'bpe_merge',
            'split_special', 'spm_merge', 'spm_ids', 'sentencepiece_processor', 'Vocab', 'Tokenizer', 'StreamDecoder']
 
-# %% ../nbs/07_tokenizer.ipynb #db47ca18
+# %% ../nbs/07_tokenizer.ipynb #14e53bee
 import codecs, heapq, re, unicodedata
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from functools import lru_cache
 
-# %% ../nbs/07_tokenizer.ipynb #830c7d7a
+# %% ../nbs/07_tokenizer.ipynb #c451f770
 class TokenType(IntEnum):
     "The `tokenizer.ggml.token_type` values stored in GGUF files."
     UNDEFINED = 0; NORMAL = 1; UNKNOWN = 2; CONTROL = 3; USER_DEFINED = 4; UNUSED = 5; BYTE = 6
@@ -22,19 +22,17 @@ class TokenAttr(IntFlag):
     "llama.cpp's token attributes (`llama_token_attr`), derived from the token type and the token's text."
     UNDEFINED = 0; UNKNOWN = 1; UNUSED = 2; NORMAL = 4; CONTROL = 8; USER_DEFINED = 16; BYTE = 32
 
-_TYPE_TO_ATTR = {TokenType.UNKNOWN: TokenAttr.UNKNOWN, TokenType.UNUSED: TokenAttr.UNUSED,
-                 TokenType.NORMAL: TokenAttr.NORMAL, TokenType.CONTROL: TokenAttr.CONTROL,
-                 TokenType.USER_DEFINED: TokenAttr.USER_DEFINED, TokenType.BYTE: TokenAttr.BYTE}
-# plain ints for the per-token work: flag arithmetic on IntFlag members is ~20x slower, and we do it 262k times
+# Plain ints for the per-token work: flag arithmetic on IntFlag members is ~20x slower, and we do it 262k times.
 _UNKNOWN, _UNUSED, _NORMAL, _CONTROL, _USER_DEFINED, _BYTE = (int(a) for a in (
     TokenAttr.UNKNOWN, TokenAttr.UNUSED, TokenAttr.NORMAL, TokenAttr.CONTROL, TokenAttr.USER_DEFINED, TokenAttr.BYTE))
-_SPECIAL = _CONTROL | _USER_DEFINED | _UNKNOWN
-_TYPE_TO_ATTR = {int(k): int(v) for k, v in _TYPE_TO_ATTR.items()}
+_SPECIAL = _CONTROL | _USER_DEFINED | _UNKNOWN          # the tokens cut out of the text before BPE
+_TYPE_TO_ATTR = {TokenType.UNKNOWN: _UNKNOWN, TokenType.UNUSED: _UNUSED, TokenType.NORMAL: _NORMAL,
+                 TokenType.CONTROL: _CONTROL, TokenType.USER_DEFINED: _USER_DEFINED, TokenType.BYTE: _BYTE}
 
 class TokenizerError(ValueError):
     "The tokenizer metadata is missing, malformed or of a kind we do not support."
 
-# %% ../nbs/07_tokenizer.ipynb #2c2cdd43
+# %% ../nbs/07_tokenizer.ipynb #82a74978
 # Unicode's White_Space property (PropList.txt): what llama.cpp's pre-tokenizers mean by \s
 WHITESPACE_CODEPOINTS = (*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
                          0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
@@ -61,7 +59,7 @@ def unicode_classes() -> dict:
         elif major == "N": numbers.append(cp)
     return {"L": _class_body(letters), "N": _class_body(numbers), "S": _class_body(WHITESPACE_CODEPOINTS)}
 
-# %% ../nbs/07_tokenizer.ipynb #37c9762d
+# %% ../nbs/07_tokenizer.ipynb #c2537b1c
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+"
 _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n{L}{N}]?[{L}]+|[{N}]{{1,3}}"
            r"| ?[^{S}{L}{N}]+[\r\n]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
@@ -104,7 +102,7 @@ def pre_tokenize(text: str, pre: PreTokenizer) -> list:
         words = [part for w in words for part in rx.split(w) if part]
     return words
 
-# %% ../nbs/07_tokenizer.ipynb #fe432dc0
+# %% ../nbs/07_tokenizer.ipynb #10553539
 def _byte_to_unicode() -> list:
     "GPT-2's printable stand-in character for each byte value 0..255."
     keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
@@ -121,7 +119,7 @@ def bytes_to_symbols(data: bytes) -> str:
     "A byte string written in GPT-2's byte alphabet, one character per byte."
     return "".join([BYTE_TO_UNICODE[b] for b in data])
 
-# %% ../nbs/07_tokenizer.ipynb #5614a6a9
+# %% ../nbs/07_tokenizer.ipynb #d7df7e37
 def bpe_merge(symbols: list, ranks: dict) -> list:
     "Apply BPE merges (`ranks`: (left, right) -> rank, lower first) to `symbols` with a heap: O(n log n)."
     n = len(symbols)
@@ -129,26 +127,22 @@ def bpe_merge(symbols: list, ranks: dict) -> list:
     text = list(symbols)                          # text of each symbol; "" once merged into its left neighbour
     nxt, prv = list(range(1, n + 1)), list(range(-1, n - 1))
     nxt[-1] = -1
-    heap = []
+    heap = []                                     # (rank, left index, right index, left text, right text)
     def push(left, right):
         if left >= 0 and right >= 0:
             rank = ranks.get((text[left], text[right]))
-            if rank is not None: heap.append((rank, left, right, text[left], text[right]))
+            if rank is not None: heapq.heappush(heap, (rank, left, right, text[left], text[right]))
     for i in range(n - 1): push(i, i + 1)
-    heapq.heapify(heap)
     while heap:
         rank, left, right, lt, rt = heapq.heappop(heap)
         if text[left] != lt or text[right] != rt or nxt[left] != right: continue   # stale pair
-        text[left], text[right] = lt + rt, ""
+        text[left], text[right] = lt + rt, ""     # merge right into left, unlink right
         nxt[left] = nxt[right]
         if nxt[right] >= 0: prv[nxt[right]] = left
-        for a, b in ((prv[left], left), (left, nxt[left])):
-            if a >= 0 and b >= 0:
-                r = ranks.get((text[a], text[b]))
-                if r is not None: heapq.heappush(heap, (r, a, b, text[a], text[b]))
+        push(prv[left], left); push(left, nxt[left])   # the merged symbol's two new neighbour pairs
     return [t for t in text if t]
 
-# %% ../nbs/07_tokenizer.ipynb #34db180f
+# %% ../nbs/07_tokenizer.ipynb #eee5409a
 def split_special(text: str, specials: list, prefix_len: int = 3) -> list:
     """Cut `text` at special tokens, llama.cpp's way: `specials` is [(token_text, id)], longest first.
     Returns the pieces in order: `str` for raw text still to tokenize, `int` for a special token id."""
@@ -169,7 +163,7 @@ def split_special(text: str, specials: list, prefix_len: int = 3) -> list:
         fragments = out
     return fragments
 
-# %% ../nbs/07_tokenizer.ipynb #f293d928
+# %% ../nbs/07_tokenizer.ipynb #5598cae3
 def spm_merge(text: str, token_id: dict, scores: list) -> list:
     "SentencePiece-BPE symbols of `text` (spaces already escaped): merge the best-scoring adjacent pair first."
     text_of = list(text)
@@ -200,7 +194,7 @@ def spm_ids(symbols: list, token_id: dict, byte_ids: list) -> list:
         else: ids.extend(byte_ids[b] for b in s.encode("utf-8", "surrogatepass"))
     return ids
 
-# %% ../nbs/07_tokenizer.ipynb #875022d8
+# %% ../nbs/07_tokenizer.ipynb #0e3a1b2d
 def sentencepiece_processor(tokens: list, scores: list, types: list, unk_id: int):
     "A `sentencepiece.SentencePieceProcessor` for a SentencePiece-BPE vocabulary given as GGUF lists."
     import sentencepiece as spm
@@ -224,7 +218,7 @@ def sentencepiece_processor(tokens: list, scores: list, types: list, unk_id: int
     sp.LoadFromSerializedProto(m.SerializeToString())
     return sp
 
-# %% ../nbs/07_tokenizer.ipynb #5ccf88cd
+# %% ../nbs/07_tokenizer.ipynb #7c74839d
 _EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
               "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
 _EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
@@ -236,7 +230,7 @@ _FIM_TEXTS = {"fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PA
               "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
               "fim_sep": ("<|file_sep|>",)}
 
-# %% ../nbs/07_tokenizer.ipynb #cea94e0d
+# %% ../nbs/07_tokenizer.ipynb #b8938839
 def _meta_list(md: dict, key: str, n: int | None = None, kind=None) -> list:
     "A list from the metadata, checked: present, a list, of length `n` if given, items of `kind` if given."
     v = md.get(key)
@@ -253,7 +247,7 @@ def _meta_id(md: dict, key: str, n_vocab: int, default):
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n_vocab: return default
     return v
 
-# %% ../nbs/07_tokenizer.ipynb #1f01abd3
+# %% ../nbs/07_tokenizer.ipynb #74880679
 class Vocab:
     "A GGUF vocabulary as llama.cpp reads it: tokens, attributes, merges or scores, special and end-of-generation ids."
 
@@ -391,14 +385,14 @@ class Vocab:
         kind = f"gpt2/{self.pre.name}" if self.pre else "llama (SentencePiece)"
         return f"{type(self).__name__}({kind}, n_vocab={self.n_vocab}, bos={self.bos}, eos={self.eos}, eog={sorted(self.eog_ids)})"
 
-# %% ../nbs/07_tokenizer.ipynb #1468c48b
+# %% ../nbs/07_tokenizer.ipynb #70534407
 def _clean_spaces(b: bytes) -> bytes:
     "llama.cpp's detokenizer clean-up: ' ?' -> '?' (also ! . ,), \" ' \" -> \"'\", \" 's\" -> \"'s\" (also 'm 're 've)."
     b = re.sub(rb" ([?!.,])", rb"\1", b)
     b = re.sub(rb" ' ", b"'", b)
     return re.sub(rb" '(s|m|re|ve)", rb"'\1", b)
 
-# %% ../nbs/07_tokenizer.ipynb #fd611203
+# %% ../nbs/07_tokenizer.ipynb #f371c0e2
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 class Tokenizer(Vocab):
@@ -478,7 +472,7 @@ class Tokenizer(Vocab):
         return [(t, self.token_to_piece(t, True).decode("utf-8", "backslashreplace"))
                 for t in self.encode(text, add_special, parse_special)]
 
-# %% ../nbs/07_tokenizer.ipynb #edcf679b
+# %% ../nbs/07_tokenizer.ipynb #e7949d99
 def _last_safe_cut(b: bytes) -> int:
     "The last index where `b` can be cut without changing what `_clean_spaces` does to it (0: none)."
     for c in range(len(b) - 1, 0, -1):
@@ -486,11 +480,13 @@ def _last_safe_cut(b: bytes) -> int:
     return 0
 
 class StreamDecoder:
-    "Turn token ids, fed one at a time, into text pieces that never split a UTF-8 character; joined, they are `decode(ids)`."
-    def __init__(self, tokenizer: Tokenizer, special: bool = False):
+    """Turn token ids, fed one at a time, into text pieces that never split a UTF-8 character; joined, they are
+    `decode(ids)`. For ids that continue a prompt (generation), pass `starts_text=False`: then the first
+    token keeps the leading space that `decode` drops for vocabularies with `add_space_prefix`."""
+    def __init__(self, tokenizer: Tokenizer, special: bool = False, starts_text: bool = True):
         self.tokenizer, self.special = tokenizer, special
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._first = True
+        self._first = starts_text
         self._pending = b""                  # bytes held back for the space clean-up
 
     def feed(self, tid: int) -> str:

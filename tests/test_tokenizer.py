@@ -203,3 +203,20 @@ def test_stream_decoder_with_clean_spaces(smollm2_metadata, pre):
         sd = StreamDecoder(tok)
         streamed = "".join(sd.feed(t) for t in c["ids"]) + sd.flush()
         assert streamed == fixture_bytes(c["detok"]).decode("utf-8", "replace"), c["text"][:60]
+
+
+def test_sentencepiece_space_prefix():
+    "Gemma 3's vocabulary with add_space_prefix=True: a space before the text and after each special token, as llama.cpp."
+    path = gemma3_file()
+    if path is None: pytest.fail("Gemma 3 is not installed")
+    with GGUFFile(path) as f: md = dict(f.metadata)
+    tok = Tokenizer({**md, "tokenizer.ggml.add_space_prefix": True})
+    fx = load_fixture("tokenizer_gemma3_space_prefix.json")
+    failures = []
+    for c in fx["cases"]:
+        ids = tok.encode(c["text"], add_special=c["add_special"], parse_special=c["parse_special"])
+        if ids != c["ids"]: failures.append((c["text"][:50], c["add_special"], c["parse_special"]))
+        assert tok.decode_bytes(c["ids"]) == fixture_bytes(c["detok"]), c["text"][:60]
+        sd = StreamDecoder(tok)
+        assert "".join(sd.feed(t) for t in c["ids"]) + sd.flush() == tok.decode(c["ids"])
+    assert not failures, f"{len(failures)} of {len(fx['cases'])} differ, e.g. {failures[:3]}"

@@ -200,13 +200,14 @@ def long_text_record(vocab) -> dict:
 VARIANT_PRES = ["gpt-2", "llama-bpe", "qwen2", "starcoder"]
 
 
-def write_variant_gguf(src: str, pre: str, out: Path):
+def write_variant_gguf(src: str, changes: dict, out: Path):
+    "A copy of `src`'s metadata (no tensors) with the values in `changes` replaced."
     import gguf
     r = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(str(out), arch=r.fields["general.architecture"].contents())
     for key, field in r.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture": continue
-        val = pre if key == "tokenizer.ggml.pre" else field.contents()
+        val = changes[key] if key in changes else field.contents()
         sub = field.types[1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
         w.add_key_value(key, val, field.types[0], sub)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
@@ -218,7 +219,7 @@ def make_variant_fixture(smollm2_path: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for pre in VARIANT_PRES:
             path = Path(tmp) / f"vocab-{pre}.gguf"
-            write_variant_gguf(smollm2_path, pre, path)
+            write_variant_gguf(smollm2_path, {"tokenizer.ggml.pre": pre}, path)
             llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
             vocab = llama_cpp.llama_model_get_vocab(llm.model)
             cases = []
@@ -228,6 +229,25 @@ def make_variant_fixture(smollm2_path: str) -> dict:
             out["variants"][pre] = {"add_bos": bool(llama_cpp.llama_vocab_get_add_bos(vocab)), "cases": cases}
             del llm
     return out
+
+
+def make_space_prefix_fixture(gemma3_path: str) -> dict:
+    "Gemma 3's SentencePiece vocabulary with add_space_prefix=True: the space llama.cpp puts before text fragments."
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "vocab-gemma3-space-prefix.gguf"
+        write_variant_gguf(gemma3_path, {"tokenizer.ggml.add_space_prefix": True}, path)
+        llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        cases = []
+        for text in LLAMA_CPP_TESTS + OUR_TESTS + CHAT_TESTS:
+            for add_special in (False, True):
+                for parse_special in (False, True):
+                    ids = tokenize(vocab, text, add_special, parse_special)
+                    cases.append({"text": text, "add_special": add_special, "parse_special": parse_special, "ids": ids,
+                                  "detok": as_text(detokenize(vocab, ids, False))})
+        del llm
+    return {"source": Path(gemma3_path).name, "add_space_prefix": True, "cases": cases}
 
 
 def main(argv=None):
@@ -241,6 +261,10 @@ def main(argv=None):
         if not path: continue
         out = Path(args.out) / f"tokenizer_{name}.json"
         out.write_text(json.dumps(make_fixture(path), ensure_ascii=False, indent=None, separators=(",", ":")) + "\n")
+        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} kB)")
+    if args.gemma3:
+        out = Path(args.out) / "tokenizer_gemma3_space_prefix.json"
+        out.write_text(json.dumps(make_space_prefix_fixture(args.gemma3), ensure_ascii=False, separators=(",", ":")) + "\n")
         print(f"wrote {out} ({out.stat().st_size / 1024:.0f} kB)")
     if args.smollm2:
         out = Path(args.out) / "tokenizer_bpe_variants.json"
