@@ -7,13 +7,13 @@ __all__ = ['WHITESPACE_CODEPOINTS', 'PRE_TOKENIZERS', 'BYTE_TO_UNICODE', 'UNICOD
            'TokenizerError', 'unicode_classes', 'PreTokenizer', 'pre_tokenize', 'bytes_to_symbols', 'bpe_merge',
            'split_special', 'spm_merge', 'spm_ids', 'sentencepiece_processor', 'Vocab', 'Tokenizer', 'StreamDecoder']
 
-# %% ../nbs/07_tokenizer.ipynb #14e53bee
+# %% ../nbs/07_tokenizer.ipynb #bbef6a76
 import codecs, heapq, re, unicodedata
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from functools import lru_cache
 
-# %% ../nbs/07_tokenizer.ipynb #c451f770
+# %% ../nbs/07_tokenizer.ipynb #e09fa471
 class TokenType(IntEnum):
     "The `tokenizer.ggml.token_type` values stored in GGUF files."
     UNDEFINED = 0; NORMAL = 1; UNKNOWN = 2; CONTROL = 3; USER_DEFINED = 4; UNUSED = 5; BYTE = 6
@@ -32,7 +32,7 @@ _TYPE_TO_ATTR = {TokenType.UNKNOWN: _UNKNOWN, TokenType.UNUSED: _UNUSED, TokenTy
 class TokenizerError(ValueError):
     "The tokenizer metadata is missing, malformed or of a kind we do not support."
 
-# %% ../nbs/07_tokenizer.ipynb #82a74978
+# %% ../nbs/07_tokenizer.ipynb #c2ec706d
 # Unicode's White_Space property (PropList.txt): what llama.cpp's pre-tokenizers mean by \s
 WHITESPACE_CODEPOINTS = (*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
                          0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
@@ -59,7 +59,7 @@ def unicode_classes() -> dict:
         elif major == "N": numbers.append(cp)
     return {"L": _class_body(letters), "N": _class_body(numbers), "S": _class_body(WHITESPACE_CODEPOINTS)}
 
-# %% ../nbs/07_tokenizer.ipynb #c2537b1c
+# %% ../nbs/07_tokenizer.ipynb #5f5110f0
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+"
 _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n{L}{N}]?[{L}]+|[{N}]{{1,3}}"
            r"| ?[^{S}{L}{N}]+[\r\n]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
@@ -102,7 +102,7 @@ def pre_tokenize(text: str, pre: PreTokenizer) -> list:
         words = [part for w in words for part in rx.split(w) if part]
     return words
 
-# %% ../nbs/07_tokenizer.ipynb #10553539
+# %% ../nbs/07_tokenizer.ipynb #994deaff
 def _byte_to_unicode() -> list:
     "GPT-2's printable stand-in character for each byte value 0..255."
     keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
@@ -119,7 +119,7 @@ def bytes_to_symbols(data: bytes) -> str:
     "A byte string written in GPT-2's byte alphabet, one character per byte."
     return "".join([BYTE_TO_UNICODE[b] for b in data])
 
-# %% ../nbs/07_tokenizer.ipynb #d7df7e37
+# %% ../nbs/07_tokenizer.ipynb #63ac4c8b
 def bpe_merge(symbols: list, ranks: dict) -> list:
     "Apply BPE merges (`ranks`: (left, right) -> rank, lower first) to `symbols` with a heap: O(n log n)."
     n = len(symbols)
@@ -142,7 +142,7 @@ def bpe_merge(symbols: list, ranks: dict) -> list:
         push(prv[left], left); push(left, nxt[left])   # the merged symbol's two new neighbour pairs
     return [t for t in text if t]
 
-# %% ../nbs/07_tokenizer.ipynb #eee5409a
+# %% ../nbs/07_tokenizer.ipynb #32c7bc8e
 def split_special(text: str, specials: list, prefix_len: int = 3) -> list:
     """Cut `text` at special tokens, llama.cpp's way: `specials` is [(token_text, id)], longest first.
     Returns the pieces in order: `str` for raw text still to tokenize, `int` for a special token id."""
@@ -163,7 +163,7 @@ def split_special(text: str, specials: list, prefix_len: int = 3) -> list:
         fragments = out
     return fragments
 
-# %% ../nbs/07_tokenizer.ipynb #5598cae3
+# %% ../nbs/07_tokenizer.ipynb #f1202aca
 def spm_merge(text: str, token_id: dict, scores: list) -> list:
     "SentencePiece-BPE symbols of `text` (spaces already escaped): merge the best-scoring adjacent pair first."
     text_of = list(text)
@@ -194,7 +194,7 @@ def spm_ids(symbols: list, token_id: dict, byte_ids: list) -> list:
         else: ids.extend(byte_ids[b] for b in s.encode("utf-8", "surrogatepass"))
     return ids
 
-# %% ../nbs/07_tokenizer.ipynb #0e3a1b2d
+# %% ../nbs/07_tokenizer.ipynb #8a0e45b6
 def sentencepiece_processor(tokens: list, scores: list, types: list, unk_id: int):
     "A `sentencepiece.SentencePieceProcessor` for a SentencePiece-BPE vocabulary given as GGUF lists."
     import sentencepiece as spm
@@ -218,7 +218,7 @@ def sentencepiece_processor(tokens: list, scores: list, types: list, unk_id: int
     sp.LoadFromSerializedProto(m.SerializeToString())
     return sp
 
-# %% ../nbs/07_tokenizer.ipynb #7c74839d
+# %% ../nbs/07_tokenizer.ipynb #8d002aab
 _EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
               "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
 _EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
@@ -230,7 +230,7 @@ _FIM_TEXTS = {"fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PA
               "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
               "fim_sep": ("<|file_sep|>",)}
 
-# %% ../nbs/07_tokenizer.ipynb #b8938839
+# %% ../nbs/07_tokenizer.ipynb #b65446a5
 def _meta_list(md: dict, key: str, n: int | None = None, kind=None) -> list:
     "A list from the metadata, checked: present, a list, of length `n` if given, items of `kind` if given."
     v = md.get(key)
@@ -238,7 +238,8 @@ def _meta_list(md: dict, key: str, n: int | None = None, kind=None) -> list:
     if n is not None and len(v) < n:
         raise TokenizerError(f"GGUF metadata {key!r} has {len(v)} items for {n} tokens")
     if kind is not None and not all(isinstance(x, kind) for x in v[:n]):
-        raise TokenizerError(f"GGUF metadata {key!r} has items that are not {kind}")
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise TokenizerError(f"GGUF metadata {key!r} has items that are not {names}")
     return list(v[:n]) if n is not None else list(v)
 
 def _meta_id(md: dict, key: str, n_vocab: int, default):
@@ -247,7 +248,7 @@ def _meta_id(md: dict, key: str, n_vocab: int, default):
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n_vocab: return default
     return v
 
-# %% ../nbs/07_tokenizer.ipynb #74880679
+# %% ../nbs/07_tokenizer.ipynb #6de120b7
 class Vocab:
     "A GGUF vocabulary as llama.cpp reads it: tokens, attributes, merges or scores, special and end-of-generation ids."
 
@@ -385,14 +386,14 @@ class Vocab:
         kind = f"gpt2/{self.pre.name}" if self.pre else "llama (SentencePiece)"
         return f"{type(self).__name__}({kind}, n_vocab={self.n_vocab}, bos={self.bos}, eos={self.eos}, eog={sorted(self.eog_ids)})"
 
-# %% ../nbs/07_tokenizer.ipynb #70534407
+# %% ../nbs/07_tokenizer.ipynb #e44021c9
 def _clean_spaces(b: bytes) -> bytes:
     "llama.cpp's detokenizer clean-up: ' ?' -> '?' (also ! . ,), \" ' \" -> \"'\", \" 's\" -> \"'s\" (also 'm 're 've)."
     b = re.sub(rb" ([?!.,])", rb"\1", b)
     b = re.sub(rb" ' ", b"'", b)
     return re.sub(rb" '(s|m|re|ve)", rb"'\1", b)
 
-# %% ../nbs/07_tokenizer.ipynb #f371c0e2
+# %% ../nbs/07_tokenizer.ipynb #3b78a011
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 class Tokenizer(Vocab):
@@ -472,7 +473,7 @@ class Tokenizer(Vocab):
         return [(t, self.token_to_piece(t, True).decode("utf-8", "backslashreplace"))
                 for t in self.encode(text, add_special, parse_special)]
 
-# %% ../nbs/07_tokenizer.ipynb #e7949d99
+# %% ../nbs/07_tokenizer.ipynb #6c162788
 def _last_safe_cut(b: bytes) -> int:
     "The last index where `b` can be cut without changing what `_clean_spaces` does to it (0: none)."
     for c in range(len(b) - 1, 0, -1):
