@@ -1,1 +1,11 @@
 __version__ = "0.1.0"
+# The public API (../shared/DESIGN.md, "Public contract"): the names checks outside the repo rely on.
+# Written by hand (nbdev only updates the version line): each name comes from the chapter that builds it.
+from .tensors import GGMLType, QTensor
+from .gguf import GGUFFile, GGUFError, GGUFWriter
+from .quants import dequantize, quantize
+from .model import Model, ModelConfig
+from .tokenizer import Tokenizer, TokenizerError, StreamDecoder
+from .sampling import Sampler, SamplerSettings
+
+load = Model.load
