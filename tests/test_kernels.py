@@ -91,7 +91,8 @@ def test_stacked_pack_equals_separate():
     x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
     stacked = K.pack(*parts)
     assert stacked.shape == (32, 256) and stacked.layout == "q5"
-    np.testing.assert_array_equal(stacked.matvec(x), np.concatenate([K.pack(p).matvec(x) for p in parts]))
+    # same arithmetic per row; only fastmath's freedom to contract/reorder differs by a row's place in its group of 4
+    np.testing.assert_allclose(stacked.matvec(x), np.concatenate([K.pack(p).matvec(x) for p in parts]), rtol=1e-6, atol=1e-6)
     f16 = K.pack(K.random_qtensor("F16", (4, 64), 1), K.random_qtensor("F16", (3, 64), 2))
     assert f16.arrays[1] is K.F16_TO_F32 and f16.shape == (7, 64)
 

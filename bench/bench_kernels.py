@@ -1,0 +1,120 @@
+"""Measure llmbook's numba kernels: matrix x vector GMAC/s and GB/s per weight type and shape, a decode-step
+estimate for SmolLM2-135M's shapes and a prefill estimate (64 tokens), on random weights.
+
+    python bench/bench_kernels.py [--threads N] [--json] [--quick] [--model PATH]
+
+With --model, also times matvec on every distinct (type, shape) of a real GGUF file.
+The machine may be shared: each number is the best of several runs, and it is worth running twice.
+"""
+import argparse, json, sys, time
+import numpy as np
+from llmbook import kernels as K
+
+SMOLLM2 = dict(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152)
+
+
+def best_time(fn, min_seconds=0.2, repeat=5):
+    "Best seconds per call over `repeat` runs of enough calls to last ~min_seconds/repeat each."
+    fn()
+    t0 = time.perf_counter(); fn(); once = max(time.perf_counter() - t0, 1e-7)
+    number = max(1, int(min_seconds / repeat / once))
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number): fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def bench_matvec(types, shapes, min_seconds):
+    rows = []
+    for name in types:
+        for shape in shapes:
+            if shape[1] % (256 if name in ("Q4_K", "Q5_K", "Q6_K") else 32): continue
+            qt = K.random_qtensor(name, shape, seed=0)
+            w = K.pack(qt)
+            x = np.random.default_rng(1).standard_normal(shape[1]).astype(np.float32)
+            out = np.empty(shape[0], np.float32)
+            s = best_time(lambda: w.matvec(x, out), min_seconds)
+            rows.append(dict(type=name, shape=list(shape), us=s * 1e6, gmac_per_s=qt.size / s / 1e9,
+                             gb_per_s=w.nbytes / s / 1e9, file_bytes=qt.nbytes, packed_bytes=w.nbytes))
+    return rows
+
+
+def bench_prefill(n_tokens=64, n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
+                  weight_type="Q4_1", head_type="Q8_0", blas=True, repeat=3):
+    "Time the matrix products of a prefill of n_tokens (all logits): ms and tokens/s, BLAS or gemm_nt."
+    hd = n_embd // n_heads
+    mats = [K.pack(K.random_qtensor(weight_type, s, i)) for i, s in enumerate(
+        [(n_embd + 2 * n_kv_heads * hd, n_embd), (n_embd, n_embd), (2 * n_ff, n_embd), (n_embd, n_ff)])]
+    head = K.pack(K.random_qtensor(head_type, (n_vocab, n_embd), 9))
+    scratch = np.empty(max(max(m.n_rows * m.n_cols for m in mats), 1 << 22), np.float32)
+    X = {n: np.random.default_rng(0).standard_normal((n_tokens, n)).astype(np.float32) for n in (n_embd, n_ff)}
+    outs = [np.empty((n_tokens, m.n_rows), np.float32) for m in mats]
+    logits = np.empty((n_tokens, n_vocab), np.float32)
+
+    def run():
+        for _ in range(n_layers):
+            for m, o in zip(mats, outs): m.matmul(X[m.n_cols], o, scratch, blas=blas)
+        head.matmul(X[n_embd], logits, scratch, blas=blas)
+    s = best_time(run, 0, repeat)
+    macs = n_tokens * (n_layers * sum(m.n_rows * m.n_cols for m in mats) + n_vocab * n_embd)
+    return dict(blas=blas, n_tokens=n_tokens, ms=s * 1e3, tokens_per_s=n_tokens / s, gmac_per_s=macs / s / 1e9)
+
+
+def bench_model(path, min_seconds):
+    from gguf import GGUFReader
+    from llmbook.tensors import QTensor, GGMLType
+    seen, rows = set(), []
+    for t in GGUFReader(path).tensors:
+        if len(t.shape) != 2: continue
+        shape = tuple(int(s) for s in t.shape[::-1])
+        if (int(t.tensor_type), shape) in seen: continue
+        seen.add((int(t.tensor_type), shape))
+        qt = QTensor(np.ascontiguousarray(t.data).reshape(-1).view(np.uint8), int(t.tensor_type), shape)
+        w = K.pack(qt)
+        x = np.random.default_rng(1).standard_normal(shape[1]).astype(np.float32)
+        out = np.empty(shape[0], np.float32)
+        s = best_time(lambda: w.matvec(x, out), min_seconds)
+        rows.append(dict(tensor=t.name, type=GGMLType(int(t.tensor_type)).name, shape=list(shape), us=s * 1e6,
+                         gmac_per_s=qt.size / s / 1e9, gb_per_s=w.nbytes / s / 1e9))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=None, help="numba threads (default: physical cores)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    ap.add_argument("--quick", action="store_true", help="fewer types and shapes, shorter timings")
+    ap.add_argument("--model", help="also time the matrices of this GGUF file")
+    args = ap.parse_args(argv)
+    threads = K.set_threads(args.threads)
+    min_s = 0.05 if args.quick else 0.2
+    types = ["Q4_1", "Q8_0"] if args.quick else ["Q4_0", "Q4_1", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q8_0", "Q6_K", "F16", "F32"]
+    shapes = [(1536, 576), (49152, 576)] if args.quick else [(576, 576), (1536, 576), (576, 1536), (2048, 1024), (49152, 576)]
+    result = dict(threading_layer=K.threading_layer(), threads=threads, physical_cores=K.physical_cores())
+    result["matvec"] = bench_matvec(types, shapes, min_s)
+    result["decode_step_smollm2"] = K.decode_step_estimate(**SMOLLM2, repeat=3 if args.quick else 10)
+    result["prefill_smollm2"] = [bench_prefill(**SMOLLM2, blas=b, repeat=2 if args.quick else 3) for b in (True, False)]
+    if args.model: result["model"] = bench_model(args.model, min_s)
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return result
+    print(f"threading layer {result['threading_layer']}, {threads} threads ({result['physical_cores']} physical cores)")
+    print(f"{'type':6s} {'shape':>12s} {'µs':>9s} {'GMAC/s':>7s} {'GB/s':>6s} {'packed/file':>11s}")
+    for r in result["matvec"]:
+        print(f"{r['type']:6s} {str(tuple(r['shape'])):>12s} {r['us']:9.1f} {r['gmac_per_s']:7.2f} {r['gb_per_s']:6.2f} "
+              f"{r['packed_bytes'] / r['file_bytes']:11.2f}")
+    d = result["decode_step_smollm2"]
+    print(f"decode step, SmolLM2 shapes (Q4_1 layers, Q8_0 head): {d['ms_per_token']:.2f} ms/token = {d['tokens_per_s']:.0f} tok/s "
+          f"({d['ms_per_layer']:.3f} ms/layer, head {d['ms_head']:.2f} ms, {d['gmac_per_s']:.1f} GMAC/s)")
+    for p in result["prefill_smollm2"]:
+        print(f"prefill matmuls, {p['n_tokens']} tokens, {'BLAS' if p['blas'] else 'gemm_nt'}: {p['ms']:.1f} ms = "
+              f"{p['tokens_per_s']:.0f} tok/s ({p['gmac_per_s']:.1f} GMAC/s)")
+    for r in result.get("model", []):
+        print(f"{r['tensor']:28s} {r['type']:5s} {str(tuple(r['shape'])):>14s} {r['us']:9.1f} µs {r['gmac_per_s']:6.2f} GMAC/s")
+    return result
+
+
+if __name__ == "__main__":
+    main()
