@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['CHATML_TEMPLATE', 'PRINTABLE_ASCII', 'STOP_REASONS', 'write_random_chat_model', 'load', 'StopMatcher', 'Completion',
-           'Stream', 'ChatTemplateError', 'check_messages', 'render_chat', 'SessionSnapshot', 'Session']
+           'TokenStep', 'Stream', 'ChatTemplateError', 'check_messages', 'render_chat', 'SessionSnapshot', 'Session']
 
-# %% ../nbs/09_generate.ipynb #a401f735
+# %% ../nbs/09_generate.ipynb #a3f13f6e
 import json, threading, time
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,13 +15,14 @@ import numpy as np
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from fastcore.basics import patch
+from fastcore.meta import delegates
 from .gguf import GGUFFile, GGUFWriter
 from .kvcache import ContextFullError, KVSnapshot
 from .model import Model, write_random_model
 from .tokenizer import Tokenizer, StreamDecoder, BYTE_TO_UNICODE
 from .sampling import Sampler, SamplerSettings
 
-# %% ../nbs/09_generate.ipynb #d40da109
+# %% ../nbs/09_generate.ipynb #56aa7809
 CHATML_TEMPLATE = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
                    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}"
                    "{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
@@ -55,7 +56,7 @@ def write_random_chat_model(path, seed: int = 0, chat_template: str | None = CHA
         tmp.unlink()
     return out
 
-# %% ../nbs/09_generate.ipynb #7c58f64e
+# %% ../nbs/09_generate.ipynb #bca5ff49
 @patch(as_prop=True)
 def tokenizer(self: Model) -> Tokenizer:
     "The model's tokenizer, read from the same GGUF file on first use."
@@ -69,7 +70,7 @@ def load(path=None, n_threads: int | None = None, n_ctx: int | None = None) -> M
     m.tokenizer
     return m
 
-# %% ../nbs/09_generate.ipynb #c1f6fc41
+# %% ../nbs/09_generate.ipynb #8a884b6a
 class StopMatcher:
     "Find stop strings in text that arrives in pieces, holding back any tail that could still become one."
     def __init__(self, stops=()):
@@ -101,8 +102,8 @@ class StopMatcher:
         text, self.held = self.held, ""
         return text
 
-# %% ../nbs/09_generate.ipynb #3a93e649
-STOP_REASONS = ("eos", "stop", "length", "context")
+# %% ../nbs/09_generate.ipynb #9764b5fd
+STOP_REASONS = ("eos", "stop", "length", "context", "cancelled")
 
 class Completion(str):
     "Generated text (a `str`) with `stop_reason`, `tokens` (every sampled id), `n_prompt` and timings in seconds."
@@ -131,12 +132,24 @@ class Completion(str):
 
     def __repr__(self): return f"Completion({str.__repr__(self)}, stop_reason={self.stop_reason!r}, {len(self.tokens)} tokens)"
 
+@dataclass
+class TokenStep:
+    "One step of a token-level stream: the sampled token, the text it completed, and the sampler's choice."
+    token: int | None                  # None: text held back until the end, released without a token of its own
+    piece: str = ""                    # the text this token completed ("" inside a character, or for an EOG token)
+    candidates: tuple | None = None    # (ids, probs) the sampler drew from, most likely first (with details=True)
+    prob: float = 0.0                  # the chosen token's probability among them
+
+def _chosen(sampler: Sampler, token: int):
+    ids, probs = sampler.last_candidates
+    return (ids, probs), float(probs[ids == token].sum())
+
 class Stream:
-    "An iterator over the text pieces of a generation as they are made; `.result` is the `Completion` once it ends."
+    "An iterator over the pieces (or `TokenStep`s) of a generation as they are made; `.result` is the `Completion` once it ends."
     def __init__(self, pieces):
         self._pieces, self.result = pieces, None
     def __iter__(self): return self
-    def __next__(self) -> str:
+    def __next__(self):
         try: return next(self._pieces)
         except StopIteration as e:
             self.result = e.value
@@ -145,7 +158,7 @@ class Stream:
         "Stop early (e.g. the reader went away); the session stays usable."
         self._pieces.close()
 
-# %% ../nbs/09_generate.ipynb #d5fa25ea
+# %% ../nbs/09_generate.ipynb #09e8af16
 class ChatTemplateError(ValueError):
     "The model has no chat template, or its template failed on these messages."
 
@@ -179,7 +192,7 @@ def render_chat(template: str, messages, add_generation_prompt: bool = True, bos
     except jinja2.TemplateError as e:
         raise ChatTemplateError(f"the chat template failed: {type(e).__name__}: {e}") from None
 
-# %% ../nbs/09_generate.ipynb #e57d47cc
+# %% ../nbs/09_generate.ipynb #abf9997f
 @patch
 def chat_prompt(self: Model, messages, template: str | None = None, add_generation_prompt: bool = True) -> list:
     "Token ids of `messages` laid out by the model's chat template (or by `template`)."
@@ -195,7 +208,7 @@ def chat_prompt(self: Model, messages, template: str | None = None, add_generati
     if len(ids) > 1 and ids[0] == ids[1] == tok.bos: ids = ids[1:]     # the template wrote a BOS as well
     return ids
 
-# %% ../nbs/09_generate.ipynb #e8b14ecf
+# %% ../nbs/09_generate.ipynb #43e407c4
 class _CompletionDecoder(StreamDecoder):
     "A `StreamDecoder` for text that continues a prompt: the first piece keeps its leading space."
     def __init__(self, tokenizer):
@@ -271,8 +284,9 @@ class Session:
         return self.tokenizer.encode(text, add_special=self.cache.pos == 0 and not self.pending, parse_special=True)
 
     # --- generation ---
-    def _run(self, ids, sampler: Sampler, max_tokens, stop, ignore_eos: bool, context_shift: bool):
-        "The generation loop: yields text pieces, returns the `Completion`."
+    def _run(self, ids, sampler: Sampler, max_tokens, stop, ignore_eos: bool, context_shift: bool,
+             details: bool = False, cancel=None):
+        "The generation loop: yields a `TokenStep` per sampled token, returns the `Completion`."
         if max_tokens is not None and (not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0):
             raise ValueError(f"max_tokens must be an integer >= 0 (or None: until the context is full), got {max_tokens!r}")
         stopper, decoder, is_eog = StopMatcher(stop), _CompletionDecoder(self.tokenizer), self.tokenizer.is_eog
@@ -283,63 +297,74 @@ class Session:
         history = self.tokens                                    # prompt + generated, for the penalties
         out, text, reason = [], [], "length"
         while max_tokens is None or len(out) < max_tokens:
+            if cancel is not None and cancel.is_set(): reason = "cancelled"; break
             if out:                                              # decode: run the token sampled last
                 if self.cache.n_free < 1 and not context_shift: reason = "context"; break
                 logits = self.extend((), context_shift)
             if ignore_eos and len(self._eog): logits[self._eog] = -np.inf
             token = sampler.sample(logits, history)
             out.append(token); history.append(token); self.pending.append(token)
-            if is_eog(token) and not ignore_eos: reason = "eos"; break
-            piece, hit = stopper.push(decoder.feed(token))
-            if piece: text.append(piece); yield piece
+            step = TokenStep(token, "", *(_chosen(sampler, token) if details else (None, 0.0)))
+            if is_eog(token) and not ignore_eos:
+                reason = "eos"; yield step; break
+            step.piece, hit = stopper.push(decoder.feed(token))
+            text.append(step.piece); yield step
             if hit: reason = "stop"; break
         if reason != "stop":          # what is still held back: an unfinished character, text that began a stop string
             piece, hit = stopper.push(decoder.flush())
             if hit: reason = "stop"
             else: piece += stopper.flush()
-            if piece: text.append(piece); yield piece
+            if piece: text.append(piece); yield TokenStep(None, piece)
         return Completion("".join(text), reason, out, n_prompt, t1 - t0, time.perf_counter() - t1, max(len(out) - 1, 0))
 
-    def _start(self, ids, stream, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
+    def _start(self, ids, settings: SamplerSettings, max_tokens, stop, stream, details, cancel,
                ignore_eos=False, context_shift=False, on_done=None):
-        settings = SamplerSettings(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                                   repeat_penalty=repeat_penalty, seed=seed)
-        run = self._run(ids, Sampler(settings), max_tokens, stop, ignore_eos, context_shift)
-        if on_done is not None:
-            def then(run=run):
-                c = yield from run
-                on_done(c)
-                return c
-            run = then()
-        s = Stream(run)
+        "Run the loop to its end (a `Completion`), or hand it out as a `Stream` of pieces or of `TokenStep`s."
+        steps = self._run(ids, Sampler(settings), max_tokens, stop, ignore_eos, context_shift, details, cancel)
+        def run():
+            if details: c = yield from steps
+            else:
+                while True:
+                    try: step = next(steps)
+                    except StopIteration as e: c = e.value; break
+                    if step.piece: yield step.piece
+            if on_done is not None: on_done(c)
+            return c
+        s = Stream(run())
         if stream: return s
         for _ in s: pass
         return s.result
 
     def generate(self, prompt, max_tokens: int | None = 32, temperature: float = 0.0, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, seed: int | None = 0,
-                 stop=(), ignore_eos: bool = False, stream: bool = False, context_shift: bool = False):
+                 stop=(), ignore_eos: bool = False, stream: bool = False, context_shift: bool = False,
+                 details: bool = False, cancel: threading.Event | None = None):
         """Continue the context with `prompt` (text, or a list of token ids used as they are) and generate.
-        A `Completion` (a str), or with `stream=True` a `Stream` of text pieces."""
+        A `Completion` (a str); with `stream=True` a `Stream` of text pieces, or with `details=True` too, of
+        `TokenStep`s. Setting the `cancel` event stops the generation between two tokens."""
         ids = self.encode(prompt) if isinstance(prompt, str) else _token_ids(prompt)
         if not ids and not self.pending: raise ValueError("empty prompt: give some text or token ids")
-        return self._start(ids, stream, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                           ignore_eos, context_shift)
+        settings = SamplerSettings(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                                   repeat_penalty=repeat_penalty, seed=seed)
+        return self._start(ids, settings, max_tokens, stop, stream, details, cancel, ignore_eos, context_shift)
 
     def chat(self, message, max_tokens: int | None = 256, temperature: float = 0.0, top_k: int = 40,
              top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, seed: int | None = 0, stop=(),
-             stream: bool = False, template: str | None = None):
+             stream: bool = False, template: str | None = None, details: bool = False,
+             cancel: threading.Event | None = None):
         """Add `message` (a str, the user's turn; or a message dict, or a list of them) to the conversation and
-        generate the assistant's answer, which joins the conversation. A `Completion`, or a `Stream`."""
+        generate the assistant's answer, which joins the conversation. A `Completion`, or a `Stream` as `generate`."""
         new = [{"role": "user", "content": message}] if isinstance(message, str) else \
               check_messages([message] if isinstance(message, dict) else message)
         messages = check_messages(self.messages + new)
         self.reuse_prefix(self.model.chat_prompt(messages, template))
         self.messages = messages
-        return self._start([], stream, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
+        settings = SamplerSettings(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                                   repeat_penalty=repeat_penalty, seed=seed)
+        return self._start([], settings, max_tokens, stop, stream, details, cancel,
                            on_done=lambda c: self.messages.append({"role": "assistant", "content": str(c)}))
 
-# %% ../nbs/09_generate.ipynb #8a76de75
+# %% ../nbs/09_generate.ipynb #772de8e8
 @patch
 def session(self: Model, n_ctx: int | None = None) -> Session:
     "A new `Session` (its own KV cache of `n_ctx` positions, by default the model's `n_ctx`)."
@@ -354,23 +379,19 @@ def _default_session(self: Model) -> Session:
     return s
 
 @patch
-def generate(self: Model, prompt, max_tokens: int | None = 32, temperature: float = 0.0, top_k: int = 40,
-             top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, seed: int | None = 0,
-             stop=(), ignore_eos: bool = False, stream: bool = False, context_shift: bool = False):
+@delegates(Session.generate)
+def generate(self: Model, prompt, max_tokens: int | None = 32, **kwargs):
     """Complete `prompt` (text, or token ids used as they are) on a fresh context: a `Completion` (a str), or with
     `stream=True` a `Stream` of text pieces. Stops at an end-of-generation token (unless `ignore_eos`), a `stop`
-    string (not returned), `max_tokens`, or a full context. Greedy when `temperature` is 0."""
+    string (not returned), `max_tokens`, or a full context. Greedy when `temperature` is 0 (the default)."""
     s = self._default_session()
     s.reset()
-    return s.generate(prompt, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                      ignore_eos, stream, context_shift)
+    return s.generate(prompt, max_tokens, **kwargs)
 
 @patch
-def chat(self: Model, messages, max_tokens: int | None = 256, temperature: float = 0.0, top_k: int = 40,
-         top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, seed: int | None = 0, stop=(),
-         stream: bool = False, template: str | None = None):
+@delegates(Session.chat)
+def chat(self: Model, messages, max_tokens: int | None = 256, **kwargs):
     "The assistant's answer to `messages` ([{'role': ..., 'content': ...}]) on a fresh context: a `Completion` or a `Stream`."
     s = self._default_session()
     s.reset()
-    return s.chat(check_messages(messages), max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed,
-                  stop, stream, template)
+    return s.chat(check_messages(messages), max_tokens, **kwargs)
