@@ -6,7 +6,7 @@
 __all__ = ['CHATML_TEMPLATE', 'PRINTABLE_ASCII', 'STOP_REASONS', 'write_random_chat_model', 'load', 'StopMatcher', 'Completion',
            'TokenStep', 'Stream', 'ChatTemplateError', 'check_messages', 'render_chat', 'SessionSnapshot', 'Session']
 
-# %% ../nbs/09_generate.ipynb #a3f13f6e
+# %% ../nbs/09_generate.ipynb #9570c296
 import json, threading, time
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +22,7 @@ from .model import Model, write_random_model
 from .tokenizer import Tokenizer, StreamDecoder, BYTE_TO_UNICODE
 from .sampling import Sampler, SamplerSettings
 
-# %% ../nbs/09_generate.ipynb #56aa7809
+# %% ../nbs/09_generate.ipynb #044b5aec
 CHATML_TEMPLATE = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
                    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}"
                    "{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
@@ -56,7 +56,7 @@ def write_random_chat_model(path, seed: int = 0, chat_template: str | None = CHA
         tmp.unlink()
     return out
 
-# %% ../nbs/09_generate.ipynb #bca5ff49
+# %% ../nbs/09_generate.ipynb #3fb546f4
 @patch(as_prop=True)
 def tokenizer(self: Model) -> Tokenizer:
     "The model's tokenizer, read from the same GGUF file on first use."
@@ -70,7 +70,7 @@ def load(path=None, n_threads: int | None = None, n_ctx: int | None = None) -> M
     m.tokenizer
     return m
 
-# %% ../nbs/09_generate.ipynb #8a884b6a
+# %% ../nbs/09_generate.ipynb #2d178ced
 class StopMatcher:
     "Find stop strings in text that arrives in pieces, holding back any tail that could still become one."
     def __init__(self, stops=()):
@@ -102,7 +102,7 @@ class StopMatcher:
         text, self.held = self.held, ""
         return text
 
-# %% ../nbs/09_generate.ipynb #9764b5fd
+# %% ../nbs/09_generate.ipynb #6d7946ff
 STOP_REASONS = ("eos", "stop", "length", "context", "cancelled")
 
 class Completion(str):
@@ -152,13 +152,13 @@ class Stream:
     def __next__(self):
         try: return next(self._pieces)
         except StopIteration as e:
-            self.result = e.value
+            if e.value is not None: self.result = e.value    # (asked again after the end, a generator returns None)
             raise
     def close(self):
         "Stop early (e.g. the reader went away); the session stays usable."
         self._pieces.close()
 
-# %% ../nbs/09_generate.ipynb #09e8af16
+# %% ../nbs/09_generate.ipynb #a1a22355
 class ChatTemplateError(ValueError):
     "The model has no chat template, or its template failed on these messages."
 
@@ -192,7 +192,7 @@ def render_chat(template: str, messages, add_generation_prompt: bool = True, bos
     except jinja2.TemplateError as e:
         raise ChatTemplateError(f"the chat template failed: {type(e).__name__}: {e}") from None
 
-# %% ../nbs/09_generate.ipynb #abf9997f
+# %% ../nbs/09_generate.ipynb #2634c024
 @patch
 def chat_prompt(self: Model, messages, template: str | None = None, add_generation_prompt: bool = True) -> list:
     "Token ids of `messages` laid out by the model's chat template (or by `template`)."
@@ -208,7 +208,7 @@ def chat_prompt(self: Model, messages, template: str | None = None, add_generati
     if len(ids) > 1 and ids[0] == ids[1] == tok.bos: ids = ids[1:]     # the template wrote a BOS as well
     return ids
 
-# %% ../nbs/09_generate.ipynb #43e407c4
+# %% ../nbs/09_generate.ipynb #ab5686f3
 class _CompletionDecoder(StreamDecoder):
     "A `StreamDecoder` for text that continues a prompt: the first piece keeps its leading space."
     def __init__(self, tokenizer):
@@ -358,13 +358,13 @@ class Session:
               check_messages([message] if isinstance(message, dict) else message)
         messages = check_messages(self.messages + new)
         self.reuse_prefix(self.model.chat_prompt(messages, template))
-        self.messages = messages
         settings = SamplerSettings(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                    repeat_penalty=repeat_penalty, seed=seed)
-        return self._start([], settings, max_tokens, stop, stream, details, cancel,
-                           on_done=lambda c: self.messages.append({"role": "assistant", "content": str(c)}))
+        def turn_done(c):                                    # the conversation changes only when a turn completes
+            self.messages = messages + [{"role": "assistant", "content": str(c)}]
+        return self._start([], settings, max_tokens, stop, stream, details, cancel, on_done=turn_done)
 
-# %% ../nbs/09_generate.ipynb #772de8e8
+# %% ../nbs/09_generate.ipynb #645c8f96
 @patch
 def session(self: Model, n_ctx: int | None = None) -> Session:
     "A new `Session` (its own KV cache of `n_ctx` positions, by default the model's `n_ctx`)."
