@@ -11,7 +11,7 @@ __all__ = ['REQUESTED_THREADING_LAYER', 'BLOCK_DTYPES', 'F16_TO_F32', 'PACKERS',
            'rows_q8', 'rows_q6_k', 'rows_f32', 'rows_f16', 'PackedMatrix', 'pack', 'gemm_nt', 'rmsnorm', 'add_rmsnorm',
            'add', 'rope', 'attention', 'softmax', 'silu_mul', 'gelu_mul', 'decode_step_estimate']
 
-# %% ../nbs/03_kernels.ipynb #df88d4ae
+# %% ../nbs/03_kernels.ipynb #bc4176d7
 import ctypes, os, sys, time, warnings
 import numpy as np
 import numba
@@ -20,7 +20,7 @@ from .tensors import GGMLType, QTensor, type_info
 from .quants import (BLOCK_Q4_0, BLOCK_Q4_1, BLOCK_Q5_0, BLOCK_Q5_1, BLOCK_Q8_0, BLOCK_Q4_K, BLOCK_Q5_K,
                             BLOCK_Q6_K, unpack_bits, unpack_scales_k4)
 
-# %% ../nbs/03_kernels.ipynb #f806bee8
+# %% ../nbs/03_kernels.ipynb #9ec7814c
 def _tbb_library_paths() -> list[str]:
     "Where pip, conda or a user install put the TBB runtime, then the bare name for the loader's own search."
     name = {"darwin": "libtbb.12.dylib", "win32": "tbb12.dll"}.get(sys.platform, "libtbb.so.12")
@@ -55,7 +55,7 @@ def _choose_threading_layer() -> str:
 
 REQUESTED_THREADING_LAYER = _choose_threading_layer()
 
-# %% ../nbs/03_kernels.ipynb #1079a624
+# %% ../nbs/03_kernels.ipynb #1d23ced1
 @njit(parallel=True, cache=True)
 def _fill_parallel(out):
     for i in prange(out.size): out[i] = i
@@ -90,7 +90,7 @@ def set_threads(n_threads: int | None = None) -> int:
     numba.set_num_threads(n)
     return n
 
-# %% ../nbs/03_kernels.ipynb #bbf0c991
+# %% ../nbs/03_kernels.ipynb #20055511
 def random_qtensor(ggml_type, shape, seed: int = 0) -> QTensor:
     "A QTensor of `shape` with random levels and small random scales: test and benchmark data for any type."
     t = GGMLType[ggml_type] if isinstance(ggml_type, str) else GGMLType(ggml_type)
@@ -112,7 +112,7 @@ BLOCK_DTYPES = {GGMLType.Q4_0: BLOCK_Q4_0, GGMLType.Q4_1: BLOCK_Q4_1, GGMLType.Q
                 GGMLType.Q5_1: BLOCK_Q5_1, GGMLType.Q8_0: BLOCK_Q8_0, GGMLType.Q4_K: BLOCK_Q4_K,
                 GGMLType.Q5_K: BLOCK_Q5_K, GGMLType.Q6_K: BLOCK_Q6_K}
 
-# %% ../nbs/03_kernels.ipynb #a0880a5a
+# %% ../nbs/03_kernels.ipynb #13197a58
 def _f32_columns(field: np.ndarray, n_rows: int) -> np.ndarray:
     "An f16/f32 per-block field as a float32 `(n_rows, n_blocks)` array."
     return np.ascontiguousarray(field.astype(np.float32).reshape(n_rows, -1))
@@ -126,7 +126,7 @@ def pack_q4_1(raw: np.ndarray, n_rows: int):
     b = raw.view(BLOCK_Q4_1)
     return "q4", (_f32_columns(b["d"], n_rows), _f32_columns(b["m"], n_rows), _rows_of(b["qs"], n_rows))
 
-# %% ../nbs/03_kernels.ipynb #94d67304
+# %% ../nbs/03_kernels.ipynb #560b9546
 @njit(cache=True, fastmath=True)
 def block_sums(x, block: int):
     "Sum of each run of `block` values of `x`: the `sum(x_i)` of every weight block."
@@ -152,7 +152,7 @@ def matvec_q4_simple(d, m, qs, x, out):
             acc += d[r, b] * s + m[r, b] * xs[b]
         out[r] = acc
 
-# %% ../nbs/03_kernels.ipynb #1d2ec102
+# %% ../nbs/03_kernels.ipynb #202f9300
 @njit(fastmath=True, inline="always")
 def nibbles(byte):
     "Low and high nibble of `byte` as float32, computed in float arithmetic (32-bit vector lanes, no 64-bit ints)."
@@ -185,7 +185,7 @@ def matvec_q4(d, m, qs, x, out):
             a3 += d[r3, b] * s3 + m[r3, b] * xb
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #71da68d3
+# %% ../nbs/03_kernels.ipynb #3ddd68ad
 @njit(cache=True, fastmath=True)
 def quantize_blocks_q8(x):
     "Activations to int8 in blocks of 32 with one float scale each (llama.cpp's Q8 activations)."
@@ -227,7 +227,7 @@ def matvec_q4_int8(d, m, qs, x, out):
             a3 += d[r3, b] * sb * s3 + m[r3, b] * xb
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #d476ca2b
+# %% ../nbs/03_kernels.ipynb #62b17504
 def pack_q4_0(raw, n_rows):
     "Q4_0 blocks -> 'q4' layout: weight = d*(q - 8) = d*q + (-8d)."
     b = raw.view(BLOCK_Q4_0)
@@ -299,7 +299,7 @@ PACKERS = {GGMLType.Q4_0: pack_q4_0, GGMLType.Q4_1: pack_q4_1, GGMLType.Q4_K: pa
            GGMLType.Q5_0: pack_q5_0, GGMLType.Q5_1: pack_q5_1, GGMLType.Q5_K: pack_q5_k,
            GGMLType.Q8_0: pack_q8_0, GGMLType.Q6_K: pack_q6_k, GGMLType.F32: pack_f32, GGMLType.F16: pack_f16}
 
-# %% ../nbs/03_kernels.ipynb #a9df9ae2
+# %% ../nbs/03_kernels.ipynb #27a2a1e6
 F16X, F32X = np.float32(16), np.float32(32)   # float32 constants: a bare `16 * f32` would be computed in float64
 
 @njit(fastmath=True, inline="always")
@@ -350,7 +350,7 @@ def matvec_q8(d, qs, x, out):
             a0 += d[r0, b] * s0; a1 += d[r1, b] * s1; a2 += d[r2, b] * s2; a3 += d[r3, b] * s3
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #18e2f9ac
+# %% ../nbs/03_kernels.ipynb #a716eac9
 @njit(fastmath=True, inline="always")
 def _crumbs(byte):
     "The four 2-bit fields of `byte` (bits 0-1, 2-3, 4-5, 6-7) as float32, split in float arithmetic."
@@ -425,7 +425,7 @@ def matvec_f16(w, table, x, out):
 
 MATVEC_KERNELS = {"q4": matvec_q4, "q5": matvec_q5, "q8": matvec_q8, "q6_k": matvec_q6_k, "f32": matvec_f32, "f16": matvec_f16}
 
-# %% ../nbs/03_kernels.ipynb #c21684f2
+# %% ../nbs/03_kernels.ipynb #3879d80f
 @njit(cache=True, fastmath=True)
 def _split_nibbles(q, lo, hi):
     "Low and high nibbles of every byte of `q` as float32, in one long loop (which LLVM vectorizes)."
@@ -508,7 +508,7 @@ def rows_f16(w, table, rows, out):
 
 ROW_KERNELS = {"q4": rows_q4, "q5": rows_q5, "q8": rows_q8, "q6_k": rows_q6_k, "f32": rows_f32, "f16": rows_f16}
 
-# %% ../nbs/03_kernels.ipynb #330f2825
+# %% ../nbs/03_kernels.ipynb #86a221ed
 def _check_vector(name, a, n):
     if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 1 and a.size == n and a.flags.c_contiguous):
         got = f"{a.dtype} array of shape {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
@@ -599,7 +599,7 @@ def pack(*tensors: QTensor) -> PackedMatrix:
         a if a is F16_TO_F32 else np.concatenate([p[1][i] for p in parts]) for i, a in enumerate(parts[0][1]))
     return PackedMatrix(layout, arrays, first.type, (sum(t.shape[0] for t in tensors), first.shape[1]))
 
-# %% ../nbs/03_kernels.ipynb #a850347d
+# %% ../nbs/03_kernels.ipynb #03daa742
 @njit(cache=True, fastmath=True, parallel=True)
 def gemm_nt(X, W, out, col0):
     "out[t, col0 + r] = X[t] . W[r] for float32 `X` `(n, k)` and `W` `(rows, k)`: 4 rows of W by 2 rows of X per step."
@@ -620,7 +620,7 @@ def gemm_nt(X, W, out, col0):
             out[t0, col0 + r0] = a0; out[t0, col0 + r1] = a1; out[t0, col0 + r2] = a2; out[t0, col0 + r3] = a3
             out[t1, col0 + r0] = b0; out[t1, col0 + r1] = b1; out[t1, col0 + r2] = b2; out[t1, col0 + r3] = b3
 
-# %% ../nbs/03_kernels.ipynb #f87847de
+# %% ../nbs/03_kernels.ipynb #c3e327e8
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}   # fastmath without "no NaN/inf" assumptions (softmax uses -inf)
 
 @njit(cache=True, fastmath=FAST)
@@ -652,7 +652,7 @@ def add(x, delta):
     a, b = x.reshape(-1), delta.reshape(-1)
     for i in range(a.size): a[i] += b[i]
 
-# %% ../nbs/03_kernels.ipynb #d0f2df2f
+# %% ../nbs/03_kernels.ipynb #b81853cb
 @njit(cache=True, fastmath=FAST)
 def rope(x, pos0, cos, sin, neox):
     "Rotate `x` `(n_tokens, n_heads, head_dim)` in place; token t is at position pos0 + t. NeoX pairs (i, i + n_rot/2)."
@@ -668,7 +668,7 @@ def rope(x, pos0, cos, sin, neox):
                 x[t, h, ia] = a * c - b * s
                 x[t, h, ib] = a * s + b * c
 
-# %% ../nbs/03_kernels.ipynb #b7324874
+# %% ../nbs/03_kernels.ipynb #8c55d94a
 @njit(cache=True, fastmath=FAST, parallel=True)
 def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
@@ -697,7 +697,7 @@ def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
             for i in range(head_dim): o[i] += e * v_cache[layer, kv, j, i]
         for i in range(head_dim): o[i] /= total
 
-# %% ../nbs/03_kernels.ipynb #3ab299b8
+# %% ../nbs/03_kernels.ipynb #f9ac0b09
 @njit(cache=True, fastmath=FAST)
 def softmax(x):
     "Softmax of each row of the 2-D `x`, in place (max subtracted first, so exp cannot overflow)."
@@ -728,7 +728,7 @@ def gelu_mul(gate, up, out):
         x = g[i]
         o[i] = np.float32(0.5) * x * (np.float32(1) + np.tanh(GELU_COEF * (x + np.float32(0.044715) * x * x * x))) * u[i]
 
-# %% ../nbs/03_kernels.ipynb #7342d11c
+# %% ../nbs/03_kernels.ipynb #fb6fd45f
 def decode_step_estimate(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
                          weight_type="Q4_1", head_type="Q8_0", n_past=64, repeat=5) -> dict:
     "Time the kernels of one decode step on random weights of a llama-shaped model: ms per token and MACs."
