@@ -11,7 +11,7 @@ __all__ = ['REQUESTED_THREADING_LAYER', 'BLOCK_DTYPES', 'F16_TO_F32', 'PACKERS',
            'rows_q8', 'rows_q6_k', 'rows_f32', 'rows_f16', 'PackedMatrix', 'pack', 'gemm_nt', 'rmsnorm', 'add_rmsnorm',
            'add', 'rope', 'attention', 'softmax', 'silu_mul', 'gelu_mul', 'decode_step_estimate']
 
-# %% ../nbs/03_kernels.ipynb #bc4176d7
+# %% ../nbs/03_kernels.ipynb #d7b0bd3d
 import ctypes, os, sys, time, warnings
 import numpy as np
 import numba
@@ -20,7 +20,7 @@ from .tensors import GGMLType, QTensor, type_info
 from .quants import (BLOCK_Q4_0, BLOCK_Q4_1, BLOCK_Q5_0, BLOCK_Q5_1, BLOCK_Q8_0, BLOCK_Q4_K, BLOCK_Q5_K,
                             BLOCK_Q6_K, unpack_bits, unpack_scales_k4)
 
-# %% ../nbs/03_kernels.ipynb #9ec7814c
+# %% ../nbs/03_kernels.ipynb #5db576ae
 def _tbb_library_paths() -> list[str]:
     "Where pip, conda or a user install put the TBB runtime, then the bare name for the loader's own search."
     name = {"darwin": "libtbb.12.dylib", "win32": "tbb12.dll"}.get(sys.platform, "libtbb.so.12")
@@ -55,7 +55,7 @@ def _choose_threading_layer() -> str:
 
 REQUESTED_THREADING_LAYER = _choose_threading_layer()
 
-# %% ../nbs/03_kernels.ipynb #1d23ced1
+# %% ../nbs/03_kernels.ipynb #06e78744
 @njit(parallel=True, cache=True)
 def _fill_parallel(out):
     for i in prange(out.size): out[i] = i
@@ -90,7 +90,7 @@ def set_threads(n_threads: int | None = None) -> int:
     numba.set_num_threads(n)
     return n
 
-# %% ../nbs/03_kernels.ipynb #20055511
+# %% ../nbs/03_kernels.ipynb #521837f0
 def random_qtensor(ggml_type, shape, seed: int = 0) -> QTensor:
     "A QTensor of `shape` with random levels and small random scales: test and benchmark data for any type."
     t = GGMLType[ggml_type] if isinstance(ggml_type, str) else GGMLType(ggml_type)
@@ -112,7 +112,7 @@ BLOCK_DTYPES = {GGMLType.Q4_0: BLOCK_Q4_0, GGMLType.Q4_1: BLOCK_Q4_1, GGMLType.Q
                 GGMLType.Q5_1: BLOCK_Q5_1, GGMLType.Q8_0: BLOCK_Q8_0, GGMLType.Q4_K: BLOCK_Q4_K,
                 GGMLType.Q5_K: BLOCK_Q5_K, GGMLType.Q6_K: BLOCK_Q6_K}
 
-# %% ../nbs/03_kernels.ipynb #13197a58
+# %% ../nbs/03_kernels.ipynb #e84c883b
 def _f32_columns(field: np.ndarray, n_rows: int) -> np.ndarray:
     "An f16/f32 per-block field as a float32 `(n_rows, n_blocks)` array."
     return np.ascontiguousarray(field.astype(np.float32).reshape(n_rows, -1))
@@ -126,7 +126,7 @@ def pack_q4_1(raw: np.ndarray, n_rows: int):
     b = raw.view(BLOCK_Q4_1)
     return "q4", (_f32_columns(b["d"], n_rows), _f32_columns(b["m"], n_rows), _rows_of(b["qs"], n_rows))
 
-# %% ../nbs/03_kernels.ipynb #560b9546
+# %% ../nbs/03_kernels.ipynb #49d34234
 @njit(cache=True, fastmath=True)
 def block_sums(x, block: int):
     "Sum of each run of `block` values of `x`: the `sum(x_i)` of every weight block."
@@ -152,7 +152,7 @@ def matvec_q4_simple(d, m, qs, x, out):
             acc += d[r, b] * s + m[r, b] * xs[b]
         out[r] = acc
 
-# %% ../nbs/03_kernels.ipynb #202f9300
+# %% ../nbs/03_kernels.ipynb #be69635d
 @njit(fastmath=True, inline="always")
 def nibbles(byte):
     "Low and high nibble of `byte` as float32, computed in float arithmetic (32-bit vector lanes, no 64-bit ints)."
@@ -185,7 +185,7 @@ def matvec_q4(d, m, qs, x, out):
             a3 += d[r3, b] * s3 + m[r3, b] * xb
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #3ddd68ad
+# %% ../nbs/03_kernels.ipynb #57bfe335
 @njit(cache=True, fastmath=True)
 def quantize_blocks_q8(x):
     "Activations to int8 in blocks of 32 with one float scale each (llama.cpp's Q8 activations)."
@@ -227,7 +227,7 @@ def matvec_q4_int8(d, m, qs, x, out):
             a3 += d[r3, b] * sb * s3 + m[r3, b] * xb
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #62b17504
+# %% ../nbs/03_kernels.ipynb #5fdf1263
 def pack_q4_0(raw, n_rows):
     "Q4_0 blocks -> 'q4' layout: weight = d*(q - 8) = d*q + (-8d)."
     b = raw.view(BLOCK_Q4_0)
@@ -260,6 +260,22 @@ def pack_q4_k(raw, n_rows):
 
 def _q5_words(b, n_rows):
     return np.ascontiguousarray(b["qh"]).view("<u4").reshape(n_rows, -1).copy()
+
+def _shared_fifth_bits(words: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """Fifth bits `(n_rows, n_blocks)` uint32 -> `(ceil(n_rows/4), 16*n_blocks)` bytes for the kernel: byte `[g, 16b+j]`
+    holds, in bits 2i and 2i+1, bits j and j+16 of block b of row 4g+i (the two weights of nibble byte j)."""
+    n_rows, n_blocks = words.shape
+    n_groups = (n_rows + 3) // 4
+    out = np.empty((n_groups, 16 * n_blocks), np.uint8)
+    for g0 in range(0, n_groups, chunk):              # in slices: the unpacked bits take 32 bytes per block
+        rows = words[4 * g0: 4 * (g0 + chunk)]
+        padded = np.zeros((-(-len(rows) // 4) * 4, n_blocks), np.uint32)
+        padded[: len(rows)] = rows
+        bits = np.unpackbits(padded.view(np.uint8).reshape(len(padded), n_blocks, 4), axis=2, bitorder="little")
+        pair = bits[:, :, :16] | (bits[:, :, 16:] << np.uint8(1))             # (rows, blocks, 16): 2-bit values
+        pair = pair.reshape(-1, 4, 16 * n_blocks)
+        out[g0: g0 + len(pair)] = pair[:, 0] | (pair[:, 1] << np.uint8(2)) | (pair[:, 2] << np.uint8(4)) | (pair[:, 3] << np.uint8(6))
+    return out
 
 def pack_q5_0(raw, n_rows):
     "Q5_0 blocks -> 'q5' layout: weight = d*(q - 16) with the fifth bits kept as one uint32 per block."
@@ -299,16 +315,27 @@ PACKERS = {GGMLType.Q4_0: pack_q4_0, GGMLType.Q4_1: pack_q4_1, GGMLType.Q4_K: pa
            GGMLType.Q5_0: pack_q5_0, GGMLType.Q5_1: pack_q5_1, GGMLType.Q5_K: pack_q5_k,
            GGMLType.Q8_0: pack_q8_0, GGMLType.Q6_K: pack_q6_k, GGMLType.F32: pack_f32, GGMLType.F16: pack_f16}
 
-# %% ../nbs/03_kernels.ipynb #27a2a1e6
+# %% ../nbs/03_kernels.ipynb #65bdd80e
 F16X, F32X = np.float32(16), np.float32(32)   # float32 constants: a bare `16 * f32` would be computed in float64
 
 @njit(fastmath=True, inline="always")
-def _bit(word, i):
-    return np.float32((word >> i) & 1)
+def _crumbs(byte):
+    "The four 2-bit fields of `byte` (bits 0-1, 2-3, 4-5, 6-7) as float32, split in float arithmetic."
+    f = np.float32(byte)
+    c3 = np.floor(f * np.float32(1 / 64)); f -= np.float32(64) * c3
+    c2 = np.floor(f * np.float32(1 / 16)); f -= np.float32(16) * c2
+    c1 = np.floor(f * np.float32(1 / 4))
+    return f - np.float32(4) * c1, c1, c2, c3
+
+@njit(fastmath=True, inline="always")
+def _two_bits(c):
+    "A 2-bit value as its low and high bit, in float arithmetic."
+    h = np.floor(c * np.float32(0.5))
+    return c - np.float32(2) * h, h
 
 @njit(cache=True, fastmath=True, parallel=True)
-def matvec_q5(d, m, qs, qh, x, out):
-    "out = W @ x for 5-bit weights `d*q + m` in blocks of 32 (Q5_0, Q5_1, Q5_K packed)."
+def matvec_q5(d, m, qs, hb, x, out):
+    "out = W @ x for 5-bit weights `d*q + m` in blocks of 32 (Q5_0, Q5_1, Q5_K packed; fifth bits shared by 4 rows)."
     n_rows, n_blocks = d.shape
     xs = block_sums(x, 32)
     last = n_rows - 1
@@ -316,21 +343,21 @@ def matvec_q5(d, m, qs, qh, x, out):
         r0 = 4 * g; r1 = min(r0 + 1, last); r2 = min(r0 + 2, last); r3 = min(r0 + 3, last)
         a0 = np.float32(0); a1 = np.float32(0); a2 = np.float32(0); a3 = np.float32(0)
         for b in range(n_blocks):
-            h0 = qh[r0, b]; h1 = qh[r1, b]; h2 = qh[r2, b]; h3 = qh[r3, b]
             s0 = np.float32(0); s1 = np.float32(0); s2 = np.float32(0); s3 = np.float32(0)
             for j in range(16):
                 k = 16 * b + j
                 x_lo = x[32 * b + j]; x_hi = x[32 * b + 16 + j]
-                lo, hi = nibbles(qs[r0, k]); s0 += (lo + F16X * _bit(h0, j)) * x_lo + (hi + F16X * _bit(h0, j + 16)) * x_hi
-                lo, hi = nibbles(qs[r1, k]); s1 += (lo + F16X * _bit(h1, j)) * x_lo + (hi + F16X * _bit(h1, j + 16)) * x_hi
-                lo, hi = nibbles(qs[r2, k]); s2 += (lo + F16X * _bit(h2, j)) * x_lo + (hi + F16X * _bit(h2, j + 16)) * x_hi
-                lo, hi = nibbles(qs[r3, k]); s3 += (lo + F16X * _bit(h3, j)) * x_lo + (hi + F16X * _bit(h3, j + 16)) * x_hi
+                c0, c1, c2, c3 = _crumbs(hb[g, k])           # the fifth bits of rows r0..r3
+                lo, hi = nibbles(qs[r0, k]); bl, bh = _two_bits(c0); s0 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
+                lo, hi = nibbles(qs[r1, k]); bl, bh = _two_bits(c1); s1 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
+                lo, hi = nibbles(qs[r2, k]); bl, bh = _two_bits(c2); s2 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
+                lo, hi = nibbles(qs[r3, k]); bl, bh = _two_bits(c3); s3 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
             xb = xs[b]
             a0 += d[r0, b] * s0 + m[r0, b] * xb
             a1 += d[r1, b] * s1 + m[r1, b] * xb
             a2 += d[r2, b] * s2 + m[r2, b] * xb
             a3 += d[r3, b] * s3 + m[r3, b] * xb
-        out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
+        out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # reverse: in the last group, slot 0 is right
 
 @njit(cache=True, fastmath=True, parallel=True)
 def matvec_q8(d, qs, x, out):
@@ -350,16 +377,7 @@ def matvec_q8(d, qs, x, out):
             a0 += d[r0, b] * s0; a1 += d[r1, b] * s1; a2 += d[r2, b] * s2; a3 += d[r3, b] * s3
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #a716eac9
-@njit(fastmath=True, inline="always")
-def _crumbs(byte):
-    "The four 2-bit fields of `byte` (bits 0-1, 2-3, 4-5, 6-7) as float32, split in float arithmetic."
-    f = np.float32(byte)
-    c3 = np.floor(f * np.float32(1 / 64)); f -= np.float32(64) * c3
-    c2 = np.floor(f * np.float32(1 / 16)); f -= np.float32(16) * c2
-    c1 = np.floor(f * np.float32(1 / 4))
-    return f - np.float32(4) * c1, c1, c2, c3
-
+# %% ../nbs/03_kernels.ipynb #803f0aa5
 @njit(fastmath=True, inline="always")
 def _q6_k_strip_sums(ql, qh, r, lo, ho, l0, x, xo):
     "For row r, positions l0..l0+15 of a half: the dots of the 4 strips (weights l, l+32, l+64, l+96) with x."
@@ -425,7 +443,7 @@ def matvec_f16(w, table, x, out):
 
 MATVEC_KERNELS = {"q4": matvec_q4, "q5": matvec_q5, "q8": matvec_q8, "q6_k": matvec_q6_k, "f32": matvec_f32, "f16": matvec_f16}
 
-# %% ../nbs/03_kernels.ipynb #3879d80f
+# %% ../nbs/03_kernels.ipynb #0540e47c
 @njit(cache=True, fastmath=True)
 def _split_nibbles(q, lo, hi):
     "Low and high nibbles of every byte of `q` as float32, in one long loop (which LLVM vectorizes)."
@@ -452,7 +470,7 @@ def rows_q4(d, m, qs, rows, out):
                     out[i, 32 * b + 16 + j] = db * hi[16 * b + j] + mb
 
 @njit(cache=True, fastmath=True, parallel=True)
-def rows_q5(d, m, qs, qh, rows, out):
+def rows_q5(d, m, qs, hb, rows, out):
     "out[i] = row rows[i] of a 'q5' matrix, as float32."
     n_blocks = d.shape[1]
     n_chunks = (rows.size + 15) // 16
@@ -460,12 +478,14 @@ def rows_q5(d, m, qs, qh, rows, out):
         lo = np.empty(16 * n_blocks, np.float32); hi = np.empty(16 * n_blocks, np.float32)
         for i in range(16 * c, min(16 * c + 16, rows.size)):
             r = rows[i]
+            g, shift = r // 4, 2 * (r % 4)
             _split_nibbles(qs[r], lo, hi)
             for b in range(n_blocks):
-                db, mb, h = d[r, b], m[r, b], qh[r, b]
+                db, mb = d[r, b], m[r, b]
                 for j in range(16):
-                    out[i, 32 * b + j] = db * (lo[16 * b + j] + F16X * _bit(h, j)) + mb
-                    out[i, 32 * b + 16 + j] = db * (hi[16 * b + j] + F16X * _bit(h, j + 16)) + mb
+                    pair = (hb[g, 16 * b + j] >> shift) & 3
+                    out[i, 32 * b + j] = db * (lo[16 * b + j] + F16X * np.float32(pair & 1)) + mb
+                    out[i, 32 * b + 16 + j] = db * (hi[16 * b + j] + F16X * np.float32(pair >> 1)) + mb
 
 @njit(cache=True, fastmath=True, parallel=True)
 def rows_q8(d, qs, rows, out):
@@ -508,7 +528,7 @@ def rows_f16(w, table, rows, out):
 
 ROW_KERNELS = {"q4": rows_q4, "q5": rows_q5, "q8": rows_q8, "q6_k": rows_q6_k, "f32": rows_f32, "f16": rows_f16}
 
-# %% ../nbs/03_kernels.ipynb #86a221ed
+# %% ../nbs/03_kernels.ipynb #de6b7838
 def _check_vector(name, a, n):
     if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 1 and a.size == n and a.flags.c_contiguous):
         got = f"{a.dtype} array of shape {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
@@ -597,9 +617,10 @@ def pack(*tensors: QTensor) -> PackedMatrix:
     layout = parts[0][0]
     arrays = parts[0][1] if len(parts) == 1 else tuple(
         a if a is F16_TO_F32 else np.concatenate([p[1][i] for p in parts]) for i, a in enumerate(parts[0][1]))
+    if layout == "q5": arrays = arrays[:3] + (_shared_fifth_bits(arrays[3]),)   # groups of 4 rows: after stacking
     return PackedMatrix(layout, arrays, first.type, (sum(t.shape[0] for t in tensors), first.shape[1]))
 
-# %% ../nbs/03_kernels.ipynb #03daa742
+# %% ../nbs/03_kernels.ipynb #895fbb7c
 @njit(cache=True, fastmath=True, parallel=True)
 def gemm_nt(X, W, out, col0):
     "out[t, col0 + r] = X[t] . W[r] for float32 `X` `(n, k)` and `W` `(rows, k)`: 4 rows of W by 2 rows of X per step."
@@ -620,7 +641,7 @@ def gemm_nt(X, W, out, col0):
             out[t0, col0 + r0] = a0; out[t0, col0 + r1] = a1; out[t0, col0 + r2] = a2; out[t0, col0 + r3] = a3
             out[t1, col0 + r0] = b0; out[t1, col0 + r1] = b1; out[t1, col0 + r2] = b2; out[t1, col0 + r3] = b3
 
-# %% ../nbs/03_kernels.ipynb #c3e327e8
+# %% ../nbs/03_kernels.ipynb #936a9312
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}   # fastmath without "no NaN/inf" assumptions (softmax uses -inf)
 
 @njit(cache=True, fastmath=FAST)
@@ -652,7 +673,7 @@ def add(x, delta):
     a, b = x.reshape(-1), delta.reshape(-1)
     for i in range(a.size): a[i] += b[i]
 
-# %% ../nbs/03_kernels.ipynb #b81853cb
+# %% ../nbs/03_kernels.ipynb #9d00e5d3
 @njit(cache=True, fastmath=FAST)
 def rope(x, pos0, cos, sin, neox):
     "Rotate `x` `(n_tokens, n_heads, head_dim)` in place; token t is at position pos0 + t. NeoX pairs (i, i + n_rot/2)."
@@ -668,7 +689,7 @@ def rope(x, pos0, cos, sin, neox):
                 x[t, h, ia] = a * c - b * s
                 x[t, h, ib] = a * s + b * c
 
-# %% ../nbs/03_kernels.ipynb #8c55d94a
+# %% ../nbs/03_kernels.ipynb #ace1ea26
 @njit(cache=True, fastmath=FAST, parallel=True)
 def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
@@ -697,7 +718,7 @@ def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
             for i in range(head_dim): o[i] += e * v_cache[layer, kv, j, i]
         for i in range(head_dim): o[i] /= total
 
-# %% ../nbs/03_kernels.ipynb #f9ac0b09
+# %% ../nbs/03_kernels.ipynb #72343ccd
 @njit(cache=True, fastmath=FAST)
 def softmax(x):
     "Softmax of each row of the 2-D `x`, in place (max subtracted first, so exp cannot overflow)."
@@ -728,7 +749,7 @@ def gelu_mul(gate, up, out):
         x = g[i]
         o[i] = np.float32(0.5) * x * (np.float32(1) + np.tanh(GELU_COEF * (x + np.float32(0.044715) * x * x * x))) * u[i]
 
-# %% ../nbs/03_kernels.ipynb #fb6fd45f
+# %% ../nbs/03_kernels.ipynb #51071092
 def decode_step_estimate(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
                          weight_type="Q4_1", head_type="Q8_0", n_past=64, repeat=5) -> dict:
     "Time the kernels of one decode step on random weights of a llama-shaped model: ms per token and MACs."
