@@ -7,5 +7,4 @@ from .quants import dequantize, quantize
 from .model import Model, ModelConfig
 from .tokenizer import Tokenizer, TokenizerError, StreamDecoder
 from .sampling import Sampler, SamplerSettings
-
-load = Model.load
+from .generate import load, Session, Completion, ChatTemplateError, render_chat
