@@ -1,0 +1,28 @@
+"""The kernels end to end: bench/decode_smollm2.py's minimal llama forward pass, built only from llmbook.kernels,
+against llama.cpp's logits for SmolLM2 (teacher-forced, the criteria of tests/test_model_parity.py)."""
+import sys
+from pathlib import Path
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+
+def test_kernel_forward_matches_llama_cpp(smollm2_path):
+    import decode_smollm2 as D
+    model = D.TinyLlama(smollm2_path)
+    r = D.check_against_llama_cpp(model)
+    agree, clear = map(int, r["top1_agreement"].split("/"))
+    assert clear >= 100 and agree / clear >= 0.99, r
+    assert r["min_full_logit_cosine"] >= 0.995, r
+    assert r["top20_centred_diff_mean"] < 0.4 and r["top20_centred_diff_max"] < 1.0, r   # llama.cpp's int8 activations
+
+
+def test_decode_matches_prefill(smollm2_path):
+    "Token by token through the KV cache gives the logits of one batched pass (decode path vs prefill path)."
+    import decode_smollm2 as D
+    model = D.TinyLlama(smollm2_path, n_ctx=64)
+    ids = [504, 3575, 282, 4649, 314, 7042, 30]
+    batched = model.forward(ids, 0, all_logits=True).copy()
+    for pos, tok in enumerate(ids):
+        step = model.forward([tok], pos)[0]
+        np.testing.assert_allclose(step, batched[pos], rtol=1e-3, atol=2e-3)
