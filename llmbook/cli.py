@@ -10,10 +10,13 @@ from .kvcache import ContextFullError
 from .model import default_model_path
 from .tokenizer import Tokenizer
 from .generate import load
+from pathlib import Path
+from .model import Model
+from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
 
 # %% auto #0
 __all__ = ['COMMANDS', 'inspect_args', 'inspect', 'generate_args', 'generate', 'chat_args', 'chat', 'tokenize_args', 'tokenize',
-           'build_parser', 'main']
+           'quantize_args', 'quantize', 'perplexity_args', 'perplexity', 'build_parser', 'main']
 
 # %% ../nbs/12_cli.ipynb #e65de187
 def inspect_args(p: argparse.ArgumentParser):
@@ -139,12 +142,63 @@ def tokenize(args) -> int:
         print(f"{t:>7} {json.dumps(tok.token_to_piece(t).decode('utf-8', 'backslashreplace'), ensure_ascii=False)}")
     return 0
 
+# %% ../nbs/12_cli.ipynb #ac1c95a8
+def quantize_args(p: argparse.ArgumentParser):
+    p.add_argument("input", help="the GGUF model to quantize (any type llmbook reads)")
+    p.add_argument("output", help="the GGUF file to write")
+    p.add_argument("--type", "-q", default="Q8_0", metavar="TYPE",
+                   help=f"the file type: {', '.join(FILE_TYPES)} (Q4_K = Q4_K_M, Q5_K = Q5_K_M; default Q8_0)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+def quantize(args) -> int:
+    print(quantize_model(args.input, args.output, args.type, progress=not args.quiet).summary())
+    return 0
+
+def perplexity_args(p: argparse.ArgumentParser):
+    p.add_argument("--model", "-m", default=None, metavar="PATH", help="a GGUF model (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--text", default=None, metavar="FILE", help="a UTF-8 text file ('-': stdin; default: a built-in passage of ~670 tokens)")
+    p.add_argument("--ctx", "-c", type=int, default=128, metavar="N", help="tokens per window; the second half of each is scored (default 128)")
+    p.add_argument("--reference", default=None, metavar="PATH", help="also compare with this model (the original): KL divergence, top-1 agreement")
+    p.add_argument("--threads", "-t", type=int, default=None, metavar="N", help="threads for the kernels (default: all cores)")
+    p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+
+def perplexity(args) -> int:
+    if args.text is None: text = SAMPLE_TEXT
+    elif args.text == "-": text = sys.stdin.read()
+    else: text = Path(args.text).read_text(encoding="utf-8")
+    with _Notice("loading the model"):
+        m = Model.load(args.model, n_threads=args.threads, n_ctx=args.ctx)
+        ref = Model.load(args.reference, n_threads=args.threads, n_ctx=args.ctx) if args.reference else None
+    tok = Tokenizer.from_gguf(m.gguf)
+    ids = tok.encode(text)
+    bos = tok.bos if tok.add_bos and tok.bos >= 0 else None
+    if ref is None: scores, _ = measure(m, {}, ids, args.ctx, bos, progress=True)
+    else:
+        if ref.config.n_vocab != m.config.n_vocab: raise ValueError(f"the reference has {ref.config.n_vocab} tokens, the model {m.config.n_vocab}: not the same vocabulary")
+        ref_scores, out = measure(ref, {"model": m}, ids, args.ctx, bos, progress=True)
+        scores = out["model"]
+    res = {"model": str(m.gguf.path), "text_tokens": len(ids), "ctx": args.ctx, "scored_tokens": scores.n_tokens,
+           "perplexity": scores.perplexity}
+    if ref is not None:
+        res.update(reference=str(ref.gguf.path), reference_perplexity=ref_scores.perplexity, mean_kl=scores.mean_kl,
+                   kl_p99=scores.kl_quantile(0.99), top1_agreement=scores.top1)
+    if args.json: print(json.dumps(res)); return 0
+    print(f"model:       {res['model']}\ntext:        {len(ids)} tokens, windows of {args.ctx}, {scores.n_tokens} scored\n"
+          f"perplexity:  {scores.perplexity:.4f}")
+    if ref is not None:
+        print(f"reference:   {res['reference']} (perplexity {ref_scores.perplexity:.4f})\n"
+              f"KL divergence: mean {scores.mean_kl:.6f}, 99th percentile {res['kl_p99']:.6f}\n"
+              f"top-1 agreement: {scores.top1:.2%}")
+    return 0
+
 # %% ../nbs/12_cli.ipynb #1517a023
 COMMANDS = {  # name: (declare arguments, run, one-line help)
     "inspect": (inspect_args, inspect, "show a GGUF file's metadata and tensors"),
     "generate": (generate_args, generate, "continue a prompt, streaming the text to stdout"),
     "chat": (chat_args, chat, "chat with a model, one message per line of stdin"),
     "tokenize": (tokenize_args, tokenize, "show the token ids (or pieces) of a text"),
+    "quantize": (quantize_args, quantize, "write a GGUF model with its weights in fewer bits (Q8_0, Q4_K_M, ...)"),
+    "perplexity": (perplexity_args, perplexity, "perplexity on a text, and KL divergence against a reference model"),
 }
 
 def build_parser() -> argparse.ArgumentParser:
