@@ -83,7 +83,7 @@ class TinyLlama:
             L["o"].matmul(att.reshape(n, -1), proj, self.scratch)
             K.add_rmsnorm(x, proj, L["ffn_norm"], self.eps, xn)
             L["gate_up"].matmul(xn, gu, self.scratch)
-            for t in range(n): K.silu_mul(gu[t, :self.n_ff], gu[t, self.n_ff:], act[t])
+            K.swiglu_stacked(gu, act)
             L["down"].matmul(act, proj, self.scratch)
             K.add(x, proj)
         if not all_logits:

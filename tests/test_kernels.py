@@ -251,6 +251,12 @@ def test_softmax_and_gates():
     np.testing.assert_allclose(out, A.swiglu(g, u), rtol=1e-5, atol=1e-6)
     K.gelu_mul(g, u, out)
     np.testing.assert_allclose(out, A.geglu_tanh(g, u), rtol=1e-5, atol=1e-6)
+    stacked = np.concatenate([g.reshape(2, 1024), u.reshape(2, 1024)], axis=1)          # (n, 2*n_ff) of a stacked product
+    act = np.empty((2, 1024), np.float32)
+    K.swiglu_stacked(stacked, act)
+    np.testing.assert_allclose(act.reshape(-1), A.swiglu(g, u), rtol=1e-5, atol=1e-6)
+    K.geglu_stacked(stacked, act)
+    np.testing.assert_allclose(act.reshape(-1), A.geglu_tanh(g, u), rtol=1e-5, atol=1e-6)
     g2, u2, o2 = g.reshape(2, 1024), u.reshape(2, 1024), np.empty((2, 1024), np.float32)   # any shape
     K.silu_mul(g2, u2, o2)
     np.testing.assert_allclose(o2.reshape(-1), A.swiglu(g, u), rtol=1e-5, atol=1e-6)
