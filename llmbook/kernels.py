@@ -12,7 +12,7 @@ __all__ = ['REQUESTED_THREADING_LAYER', 'BLOCK_DTYPES', 'F16_TO_F32', 'PACKERS',
            'add', 'rope', 'attention', 'softmax', 'silu_mul', 'gelu_mul', 'swiglu_stacked', 'geglu_stacked',
            'decode_step_estimate']
 
-# %% ../nbs/03_kernels.ipynb #e22c741a
+# %% ../nbs/03_kernels.ipynb #cc07b8a9
 import ctypes, os, sys, time, warnings
 import numpy as np
 import numba
@@ -21,7 +21,7 @@ from .tensors import GGMLType, QTensor, type_info
 from .quants import (BLOCK_Q4_0, BLOCK_Q4_1, BLOCK_Q5_0, BLOCK_Q5_1, BLOCK_Q8_0, BLOCK_Q4_K, BLOCK_Q5_K,
                             BLOCK_Q6_K, unpack_bits, unpack_scales_k4)
 
-# %% ../nbs/03_kernels.ipynb #54206846
+# %% ../nbs/03_kernels.ipynb #c54f4ccc
 def _tbb_library_paths() -> list[str]:
     "Where pip, conda or a user install put the TBB runtime, then the bare name for the loader's own search."
     name = {"darwin": "libtbb.12.dylib", "win32": "tbb12.dll"}.get(sys.platform, "libtbb.so.12")
@@ -56,7 +56,7 @@ def _choose_threading_layer() -> str:
 
 REQUESTED_THREADING_LAYER = _choose_threading_layer()
 
-# %% ../nbs/03_kernels.ipynb #e82c46dc
+# %% ../nbs/03_kernels.ipynb #ffeecaf0
 @njit(parallel=True, cache=True)
 def _fill_parallel(out):
     for i in prange(out.size): out[i] = i
@@ -91,7 +91,7 @@ def set_threads(n_threads: int | None = None) -> int:
     numba.set_num_threads(n)
     return n
 
-# %% ../nbs/03_kernels.ipynb #9ae09e7e
+# %% ../nbs/03_kernels.ipynb #a1d19883
 def random_qtensor(ggml_type, shape, seed: int = 0) -> QTensor:
     "A QTensor of `shape` with random levels and small random scales: test and benchmark data for any type."
     t = GGMLType[ggml_type] if isinstance(ggml_type, str) else GGMLType(ggml_type)
@@ -113,7 +113,7 @@ BLOCK_DTYPES = {GGMLType.Q4_0: BLOCK_Q4_0, GGMLType.Q4_1: BLOCK_Q4_1, GGMLType.Q
                 GGMLType.Q5_1: BLOCK_Q5_1, GGMLType.Q8_0: BLOCK_Q8_0, GGMLType.Q4_K: BLOCK_Q4_K,
                 GGMLType.Q5_K: BLOCK_Q5_K, GGMLType.Q6_K: BLOCK_Q6_K}
 
-# %% ../nbs/03_kernels.ipynb #25cdffd1
+# %% ../nbs/03_kernels.ipynb #57148adc
 def _f32_columns(field: np.ndarray, n_rows: int) -> np.ndarray:
     "An f16/f32 per-block field as a float32 `(n_rows, n_blocks)` array."
     return np.ascontiguousarray(field.astype(np.float32).reshape(n_rows, -1))
@@ -127,7 +127,7 @@ def pack_q4_1(raw: np.ndarray, n_rows: int):
     b = raw.view(BLOCK_Q4_1)
     return "q4", (_f32_columns(b["d"], n_rows), _f32_columns(b["m"], n_rows), _rows_of(b["qs"], n_rows))
 
-# %% ../nbs/03_kernels.ipynb #bac3c2cb
+# %% ../nbs/03_kernels.ipynb #b9cd5ce1
 @njit(cache=True, fastmath=True)
 def block_sums(x, block: int):
     "Sum of each run of `block` values of `x`: the `sum(x_i)` of every weight block."
@@ -153,7 +153,7 @@ def matvec_q4_simple(d, m, qs, x, out):
             acc += d[r, b] * s + m[r, b] * xs[b]
         out[r] = acc
 
-# %% ../nbs/03_kernels.ipynb #8a2a2282
+# %% ../nbs/03_kernels.ipynb #ca23de73
 @njit(fastmath=True, inline="always")
 def nibbles(byte):
     "Low and high nibble of `byte` as float32, computed in float arithmetic (32-bit vector lanes, no 64-bit ints)."
@@ -186,7 +186,7 @@ def matvec_q4(d, m, qs, x, out):
             a3 += d[r3, b] * s3 + m[r3, b] * xb
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #d2ac0317
+# %% ../nbs/03_kernels.ipynb #64c1582d
 @njit(cache=True, fastmath=True)
 def quantize_blocks_q8(x):
     "Activations to int8 in blocks of 32 with one float scale each (llama.cpp's Q8 activations)."
@@ -228,7 +228,7 @@ def matvec_q4_int8(d, m, qs, x, out):
             a3 += d[r3, b] * sb * s3 + m[r3, b] * xb
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #d4d1c88a
+# %% ../nbs/03_kernels.ipynb #a20923a7
 def pack_q4_0(raw, n_rows):
     "Q4_0 blocks -> 'q4' layout: weight = d*(q - 8) = d*q + (-8d)."
     b = raw.view(BLOCK_Q4_0)
@@ -316,7 +316,7 @@ PACKERS = {GGMLType.Q4_0: pack_q4_0, GGMLType.Q4_1: pack_q4_1, GGMLType.Q4_K: pa
            GGMLType.Q5_0: pack_q5_0, GGMLType.Q5_1: pack_q5_1, GGMLType.Q5_K: pack_q5_k,
            GGMLType.Q8_0: pack_q8_0, GGMLType.Q6_K: pack_q6_k, GGMLType.F32: pack_f32, GGMLType.F16: pack_f16}
 
-# %% ../nbs/03_kernels.ipynb #b0db4102
+# %% ../nbs/03_kernels.ipynb #10fdae1e
 F16X, F32X = np.float32(16), np.float32(32)   # float32 constants: a bare `16 * f32` would be computed in float64
 
 @njit(fastmath=True, inline="always")
@@ -378,7 +378,7 @@ def matvec_q8(d, qs, x, out):
             a0 += d[r0, b] * s0; a1 += d[r1, b] * s1; a2 += d[r2, b] * s2; a3 += d[r3, b] * s3
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #242e5379
+# %% ../nbs/03_kernels.ipynb #289a53f2
 @njit(fastmath=True, inline="always")
 def _q6_k_strip_sums(ql, qh, r, lo, ho, l0, x, xo):
     "For row r, positions l0..l0+15 of a half: the dots of the 4 strips (weights l, l+32, l+64, l+96) with x."
@@ -444,7 +444,7 @@ def matvec_f16(w, table, x, out):
 
 MATVEC_KERNELS = {"q4": matvec_q4, "q5": matvec_q5, "q8": matvec_q8, "q6_k": matvec_q6_k, "f32": matvec_f32, "f16": matvec_f16}
 
-# %% ../nbs/03_kernels.ipynb #eb335746
+# %% ../nbs/03_kernels.ipynb #bf85a0d0
 @njit(cache=True, fastmath=True)
 def _split_nibbles(q, lo, hi):
     "Low and high nibbles of every byte of `q` as float32, in one long loop (which LLVM vectorizes)."
@@ -529,7 +529,7 @@ def rows_f16(w, table, rows, out):
 
 ROW_KERNELS = {"q4": rows_q4, "q5": rows_q5, "q8": rows_q8, "q6_k": rows_q6_k, "f32": rows_f32, "f16": rows_f16}
 
-# %% ../nbs/03_kernels.ipynb #3056da17
+# %% ../nbs/03_kernels.ipynb #0b4c5d08
 def _check_vector(name, a, n):
     if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 1 and a.size == n and a.flags.c_contiguous):
         got = f"{a.dtype} array of shape {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
@@ -621,7 +621,7 @@ def pack(*tensors: QTensor) -> PackedMatrix:
     if layout == "q5": arrays = arrays[:3] + (_shared_fifth_bits(arrays[3]),)   # groups of 4 rows: after stacking
     return PackedMatrix(layout, arrays, first.type, (sum(t.shape[0] for t in tensors), first.shape[1]))
 
-# %% ../nbs/03_kernels.ipynb #3704f7c7
+# %% ../nbs/03_kernels.ipynb #1caa8f81
 @njit(cache=True, fastmath=True, parallel=True)
 def gemm_nt(X, W, out, col0):
     "out[t, col0 + r] = X[t] . W[r] for float32 `X` `(n, k)` and `W` `(rows, k)`: 4 rows of W by 2 rows of X per step."
@@ -642,7 +642,7 @@ def gemm_nt(X, W, out, col0):
             out[t0, col0 + r0] = a0; out[t0, col0 + r1] = a1; out[t0, col0 + r2] = a2; out[t0, col0 + r3] = a3
             out[t1, col0 + r0] = b0; out[t1, col0 + r1] = b1; out[t1, col0 + r2] = b2; out[t1, col0 + r3] = b3
 
-# %% ../nbs/03_kernels.ipynb #ebd178d3
+# %% ../nbs/03_kernels.ipynb #705b58d3
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}   # fastmath without "no NaN/inf" assumptions (softmax uses -inf)
 
 @njit(cache=True, fastmath=FAST)
@@ -674,7 +674,7 @@ def add(x, delta):
     a, b = x.reshape(-1), delta.reshape(-1)
     for i in range(a.size): a[i] += b[i]
 
-# %% ../nbs/03_kernels.ipynb #6cce1fd8
+# %% ../nbs/03_kernels.ipynb #6c8208d5
 @njit(cache=True, fastmath=FAST)
 def rope(x, pos0, cos, sin, neox):
     "Rotate `x` `(n_tokens, n_heads, head_dim)` in place; token t is at position pos0 + t. NeoX pairs (i, i + n_rot/2)."
@@ -690,7 +690,7 @@ def rope(x, pos0, cos, sin, neox):
                 x[t, h, ia] = a * c - b * s
                 x[t, h, ib] = a * s + b * c
 
-# %% ../nbs/03_kernels.ipynb #878891e5
+# %% ../nbs/03_kernels.ipynb #40f0c610
 @njit(cache=True, fastmath=FAST, parallel=True)
 def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
@@ -719,7 +719,7 @@ def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
             for i in range(head_dim): o[i] += e * v_cache[layer, kv, j, i]
         for i in range(head_dim): o[i] /= total
 
-# %% ../nbs/03_kernels.ipynb #6960ad87
+# %% ../nbs/03_kernels.ipynb #32ce5d7b
 @njit(cache=True, fastmath=FAST)
 def softmax(x):
     "Softmax of each row of the 2-D `x`, in place (max subtracted first, so exp cannot overflow)."
@@ -764,7 +764,7 @@ def geglu_stacked(gate_up, out):
     for t in range(out.shape[0]):
         gelu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
 
-# %% ../nbs/03_kernels.ipynb #91c35292
+# %% ../nbs/03_kernels.ipynb #d3887338
 def decode_step_estimate(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
                          weight_type="Q4_1", head_type="Q8_0", n_past=64, repeat=5) -> dict:
     "Time the kernels of one decode step on random weights of a llama-shaped model: ms per token and MACs."
