@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 def _error_line(e: BaseException) -> str:
-    if isinstance(e, FileNotFoundError): return f"no such file: {e.filename}"
+    if isinstance(e, FileNotFoundError): return f"no such file: {e.filename}" if e.filename else str(e)
     if isinstance(e, IsADirectoryError): return f"is a directory, not a file: {e.filename}"
     if isinstance(e, OSError) and e.filename: return f"{e.strerror}: {e.filename}"
     if isinstance(e, KeyError): return str(e.args[0]) if e.args else "missing key"
