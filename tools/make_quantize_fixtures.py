@@ -28,6 +28,7 @@ TINY_PROMPT = [1, 300 - 41, 300 - 30, 300 - 12, 300 - 5, 100, 270]
 SMOL_TYPES = ["Q8_0", "Q4_0"]
 SMOL_PROMPT = "The capital of France is Paris. The capital of Germany is"
 N_PREDICT = 16
+MEASURE_CTX = 128
 
 
 def sha256(p) -> str:
@@ -95,6 +96,27 @@ if job["kind"] == "greedy":
         out.append(int(top[0])); margins.append(float(s[top[0]] - s[top[1]]))
         llm.eval([out[-1]])
     res = {"prompt": [int(t) for t in prompt], "tokens": out, "margins": margins}
+elif job["kind"] == "measure":
+    # llama-perplexity's recipe: windows of n_ctx, each on a fresh context, the second half scored
+    def logprobs(path, window):
+        llm = Llama(model_path=path, n_ctx=len(window), n_batch=len(window), n_threads=2, n_threads_batch=2, logits_all=True, verbose=False)
+        llm.reset(); llm.eval(window)
+        first = len(window) // 2
+        x = np.array(llm.scores[first:len(window) - 1], dtype=np.float64)
+        x -= x.max(-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(-1, keepdims=True))
+    nll = {p: [] for p in job["paths"]}; kl = {p: [] for p in job["paths"]}; top1 = {p: [] for p in job["paths"]}
+    for w in job["windows"]:
+        targets = np.array(w[len(w) // 2 + 1:]); rows = np.arange(len(targets))
+        ref = None
+        for p in job["paths"]:
+            q = logprobs(p, w)
+            if ref is None: ref = q
+            nll[p] += (-q[rows, targets]).tolist()
+            kl[p] += np.sum(np.exp(ref) * (ref - q), axis=-1).tolist()
+            top1[p] += (q.argmax(-1) == ref.argmax(-1)).tolist()
+    res = {p: {"perplexity": float(np.exp(np.mean(nll[p]))), "mean_kl": float(np.mean(kl[p])), "top1": float(np.mean(top1[p])),
+               "n_scored": len(nll[p])} for p in job["paths"]}
 elif job["kind"] == "quantize":
     p = llama_cpp.llama_model_quantize_default_params()
     p.ftype, p.nthread, p.allow_requantize = job["ftype"], 2, True
@@ -157,6 +179,15 @@ def main():
                                          "llama_cpp_on_ours": g["tokens"], "llama_cpp_margins": g["margins"],
                                          "llmbook_on_ours": mine}
             print("SmolLM2", t, "llama.cpp:", g["tokens"], "\n     llmbook:  ", mine, file=sys.stderr)
+        # llama.cpp measures the Q4_0 file against the original on chapter 10's sample text
+        from llmbook.quantize import SAMPLE_TEXT, evaluation_windows
+        from llmbook.tokenizer import Tokenizer
+        from llmbook.gguf import GGUFFile
+        with GGUFFile(smol) as f: tok = Tokenizer.from_gguf(f)
+        windows = evaluation_windows(tok.encode(SAMPLE_TEXT), MEASURE_CTX, tok.bos if tok.add_bos else None)
+        m = ref(args.refpy, {"kind": "measure", "paths": [str(smol), str(d / "smol-Q4_0.gguf")], "windows": windows})
+        fx["smollm2"]["measure"] = {"ctx": MEASURE_CTX, "windows": windows, "original": m[str(smol)], "Q4_0": m[str(d / "smol-Q4_0.gguf")]}
+        print("llama.cpp measures:", fx["smollm2"]["measure"]["original"], fx["smollm2"]["measure"]["Q4_0"], file=sys.stderr)
     args.out.write_text(json.dumps(fx, indent=1) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
 
