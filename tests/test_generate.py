@@ -112,6 +112,9 @@ def test_cancel_from_another_thread(tiny):
     threading.Timer(0.0, cancel.set).start()
     list(st)
     assert st.result.stop_reason == "cancelled" and len(st.result.tokens) < 200
+    st = tiny.generate("the", max_tokens=200, stream=True, ignore_eos=True)
+    next(st); st.close()                                              # the reader went away
+    assert st.result is None and tiny.generate("the", max_tokens=3, ignore_eos=True).stop_reason == "length"
 
 
 @pytest.mark.parametrize("seed", range(30))
