@@ -9,7 +9,7 @@ import pytest
 import gguf
 from llmbook.gguf import GGUFFile, GGUFWriter, GGUFValueType
 from llmbook.kvcache import ContextFullError
-from llmbook.model import Model, ModelConfig, UnsupportedModelError, write_random_model, linear, default_model_path
+from llmbook.model import KernelEngine, Model, ModelConfig, UnsupportedModelError, write_random_model, linear, default_model_path
 from llmbook.quants import quantize
 from llmbook.tensors import QTensor, GGMLType
 
@@ -126,6 +126,7 @@ def test_sliding_window_matters(tiny):
     m = Model.load(tiny["gemma3"])
     with_window = m.logits(IDS)
     m.config.sliding_window = None
+    m.engine = KernelEngine(m.config, m.weights, m.layer_freqs)   # the kernels' per-layer plans are made at load
     assert np.abs(m.logits(IDS)[-1] - with_window[-1]).max() > 1e-3
     np.testing.assert_allclose(m.logits(IDS)[:4], with_window[:4], atol=1e-5)   # the first 4 never see past the window
 
