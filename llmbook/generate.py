@@ -256,7 +256,7 @@ class Session:
         self.cache.rewind(0); self.pending = []; self.messages = []
 
     def snapshot(self) -> SessionSnapshot:
-        return SessionSnapshot(self.cache.snapshot(), list(self.pending), check_messages(self.messages) if self.messages else [])
+        return SessionSnapshot(self.cache.snapshot(), list(self.pending), [dict(m) for m in self.messages])
 
     def restore(self, snap: SessionSnapshot):
         self.cache.restore(snap.cache); self.pending = list(snap.pending); self.messages = [dict(m) for m in snap.messages]
@@ -284,12 +284,10 @@ class Session:
         return self.tokenizer.encode(text, add_special=self.cache.pos == 0 and not self.pending, parse_special=True)
 
     # --- generation ---
-    def _run(self, ids, sampler: Sampler, max_tokens, stop, ignore_eos: bool, context_shift: bool,
+    def _run(self, ids, sampler: Sampler, max_tokens, stopper: StopMatcher, ignore_eos: bool, context_shift: bool,
              details: bool = False, cancel=None):
         "The generation loop: yields a `TokenStep` per sampled token, returns the `Completion`."
-        if max_tokens is not None and (not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0):
-            raise ValueError(f"max_tokens must be an integer >= 0 (or None: until the context is full), got {max_tokens!r}")
-        stopper, decoder, is_eog = StopMatcher(stop), _CompletionDecoder(self.tokenizer), self.tokenizer.is_eog
+        decoder, is_eog = _CompletionDecoder(self.tokenizer), self.tokenizer.is_eog
         n_prompt = len(self.pending) + len(ids)
         t0 = time.perf_counter()
         logits = self.extend(ids, context_shift)                 # prefill
@@ -320,7 +318,10 @@ class Session:
     def _start(self, ids, settings: SamplerSettings, max_tokens, stop, stream, details, cancel,
                ignore_eos=False, context_shift=False, on_done=None):
         "Run the loop to its end (a `Completion`), or hand it out as a `Stream` of pieces or of `TokenStep`s."
-        steps = self._run(ids, Sampler(settings), max_tokens, stop, ignore_eos, context_shift, details, cancel)
+        if max_tokens is not None and (not isinstance(max_tokens, (int, np.integer)) or isinstance(max_tokens, bool)
+                                       or max_tokens < 0):   # checked now, not at the first piece of a stream
+            raise ValueError(f"max_tokens must be an integer >= 0 (or None: until the context is full), got {max_tokens!r}")
+        steps = self._run(ids, Sampler(settings), max_tokens, StopMatcher(stop), ignore_eos, context_shift, details, cancel)
         def run():
             if details: c = yield from steps
             else:

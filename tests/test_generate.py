@@ -240,6 +240,9 @@ def test_chat_errors(tiny, tmp_path):
 def test_bad_input(tiny, kwargs, err):
     with pytest.raises(err):
         tiny.generate(**kwargs)
+    if "max_tokens" in kwargs or "stop" in kwargs:
+        with pytest.raises(err):
+            tiny.generate(**kwargs, stream=True)                      # at once, not at the first piece
     assert tiny.generate("ok", max_tokens=2, ignore_eos=True).stop_reason == "length"   # nothing was left broken
 
 
