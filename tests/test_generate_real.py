@@ -5,15 +5,14 @@ import pytest
 from conftest import load_fixture
 from llmbook.generate import load
 
-MAX_STEPS = 8         # per prompt: enough to show agreement, few enough while the forward pass runs at numpy speed
-PROMPTS = ["The three primary colors are", "1, 2, 3, 4, 5,", "<|im_start|>user\nWhat is the capital of Japan?"]
+MAX_STEPS = 24        # every clear step of the fixtures
 
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
 def model_and_cases(request):
     path = request.getfixturevalue(f"{request.param}_path")
-    cases = [c for c in load_fixture(f"greedy_{request.param}.json")["cases"] if c["prompt"].startswith(tuple(PROMPTS))]
-    assert len(cases) == len(PROMPTS)
+    cases = load_fixture(f"greedy_{request.param}.json")["cases"]
+    assert len(cases) >= 6 and sum(c["n_clear"] for c in cases) >= 40
     return load(path, n_ctx=1024), cases
 
 
