@@ -6,7 +6,7 @@
 __all__ = ['TEXT_STYLE', 'STOP_REASONS', 'prob_color', 'token_span', 'text_html', 'piece_text', 'candidates_html', 'Request',
            'parse_seed', 'App']
 
-# %% ../nbs/11_demo.ipynb #949da6b1
+# %% ../nbs/11_demo.ipynb #5c190380
 import html, threading, time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +16,13 @@ from .model import Model
 from .sampling import SamplerSettings
 from .generate import load, TokenStep
 
-# %% ../nbs/11_demo.ipynb #719d7c9d
+# %% ../nbs/11_demo.ipynb #36a549bb
 def prob_color(p: float) -> str:
     "A CSS background colour for a probability: strong red near 0, yellow at 0.5, pale green near 1."
     p = min(max(float(p), 0.0), 1.0)
     return f"hsl({120 * p:.0f}, 80%, {62 + 32 * p:.0f}%)"
 
-# %% ../nbs/11_demo.ipynb #d98784f2
+# %% ../nbs/11_demo.ipynb #d4476c0e
 TEXT_STYLE = "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 13px; line-height: 1.7;"
 
 def token_span(i: int, r: TokenStep, boundaries: bool = False, selected: bool = False) -> str:
@@ -41,7 +41,7 @@ def text_html(steps, prompt: str = "", boundaries: bool = False, selected: int |
     head = f'<span style="color: #888;">{html.escape(prompt)}</span>' if prompt else ""
     return f'<div style="{TEXT_STYLE}">{head}{"".join(spans)}{html.escape(tail)}</div>'
 
-# %% ../nbs/11_demo.ipynb #157faded
+# %% ../nbs/11_demo.ipynb #d8121074
 def piece_text(tokenizer, tid: int) -> str:
     "A token's text, for display: its bytes decoded (broken UTF-8 shows as U+FFFD), control tokens by name."
     return tokenizer.token_to_piece(int(tid), True).decode("utf-8", errors="replace")
@@ -63,7 +63,7 @@ def candidates_html(r: TokenStep, tokenizer, top: int = 10, index: int | None = 
              f"p = {r.prob:.3f} among {len(ids)} candidate{'s' * (len(ids) != 1)}</div>")
     return f'<div style="font-family: var(--jp-code-font-family, monospace); font-size: 12px;">{title}{"".join(rows)}</div>'
 
-# %% ../nbs/11_demo.ipynb #e37b7890
+# %% ../nbs/11_demo.ipynb #f7646666
 STOP_REASONS = {"eos": "the model ended its text", "stop": "a stop string appeared", "length": "max tokens reached",
                 "context": "the context is full", "cancelled": "you pressed Stop"}
 
@@ -84,7 +84,7 @@ def parse_seed(text: str) -> int | None:
     if not 0 <= seed < 2**32: raise ValueError(f"the seed must be between 0 and {2**32 - 1}, got {seed}")
     return seed
 
-# %% ../nbs/11_demo.ipynb #6c0dfbfa
+# %% ../nbs/11_demo.ipynb #1f4a60d0
 def _slider(cls, description, value, lo, hi, step, fmt=None):
     style = {"description_width": "7.5em"}
     kw = dict(readout_format=fmt) if fmt else {}
@@ -94,6 +94,7 @@ def _slider(cls, description, value, lo, hi, step, fmt=None):
 class App:
     "The generation app: `App()` (the default model, loaded on first use), `App(model)` or `App('path.gguf')`."
     redraw_every = 0.1                                   # seconds between redraws while tokens stream in
+    ignore_eos = False                                   # completion mode: go on past the end-of-text token
 
     def __init__(self, model=None, n_ctx: int | None = None):
         self.model = model if isinstance(model, Model) else None
@@ -109,9 +110,9 @@ class App:
                                  layout=W.Layout(width="100%", height="5em"))
         self.mode = W.ToggleButtons(options=[("chat", "chat"), ("completion", "completion")], value="chat",
                                     tooltips=["one user message, through the model's chat template",
-                                              "the model continues your text"], style={"button_width": "7em"})
-        self.generate_button = W.Button(description="Generate", button_style="primary", icon="play")
-        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
+                                              "the model continues your text"], style={"button_width": "8.5em"})
+        self.generate_button = W.Button(description="Generate", button_style="primary", icon="play", layout=W.Layout(width="9em"))
+        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True, layout=W.Layout(width="7em"))
         self.boundaries = W.Checkbox(value=False, description="token boundaries", indent=False)
         self.max_tokens = _slider(W.IntSlider, "max tokens", 128, 1, 1024, 1)
         self.temperature = _slider(W.FloatSlider, "temperature", 0.8, 0.0, 2.0, 0.05, ".2f")
@@ -195,7 +196,7 @@ class App:
         kw = dict(max_tokens=req.max_tokens, temperature=st.temperature, top_k=st.top_k, top_p=st.top_p, min_p=st.min_p,
                   repeat_penalty=st.repeat_penalty, seed=st.seed, stream=True, details=True, cancel=self._stop)
         if req.chat: return model.chat([{"role": "user", "content": req.prompt}], **kw)
-        return model.generate(req.prompt, **kw)
+        return model.generate(req.prompt, ignore_eos=self.ignore_eos, **kw)
 
     def _work(self, req: Request):
         try:
