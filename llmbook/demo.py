@@ -4,25 +4,24 @@
 
 # %% auto #0
 __all__ = ['TEXT_STYLE', 'STOP_REASONS', 'prob_color', 'token_span', 'text_html', 'piece_text', 'candidates_html', 'Request',
-           'parse_seed', 'App']
+           'parse_seed', 'transcript', 'App']
 
-# %% ../nbs/11_demo.ipynb #e519f7fc
+# %% ../nbs/11_demo.ipynb #03f38434
 import html, threading, time
 from dataclasses import dataclass
-from pathlib import Path
 import numpy as np
 import ipywidgets as W
 from .model import Model
 from .sampling import SamplerSettings
 from .generate import load, TokenStep
 
-# %% ../nbs/11_demo.ipynb #1f66910a
+# %% ../nbs/11_demo.ipynb #50085cfe
 def prob_color(p: float) -> str:
     "A CSS background colour for a probability: strong red near 0, yellow at 0.5, pale green near 1."
     p = min(max(float(p), 0.0), 1.0)
     return f"hsl({120 * p:.0f}, 80%, {62 + 32 * p:.0f}%)"
 
-# %% ../nbs/11_demo.ipynb #7db88735
+# %% ../nbs/11_demo.ipynb #c472fc3d
 TEXT_STYLE = "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 13px; line-height: 1.7;"
 
 def token_span(i: int, r: TokenStep, boundaries: bool = False, selected: bool = False) -> str:
@@ -41,7 +40,7 @@ def text_html(steps, prompt: str = "", boundaries: bool = False, selected: int |
     head = f'<span style="color: #888;">{html.escape(prompt)}</span>' if prompt else ""
     return f'<div style="{TEXT_STYLE}">{head}{"".join(spans)}{html.escape(tail)}</div>'
 
-# %% ../nbs/11_demo.ipynb #c42ecaba
+# %% ../nbs/11_demo.ipynb #67beb775
 def piece_text(tokenizer, tid: int) -> str:
     "A token's text, for display: its bytes decoded (broken UTF-8 shows as U+FFFD), control tokens by name."
     return tokenizer.token_to_piece(int(tid), True).decode("utf-8", errors="replace")
@@ -63,7 +62,7 @@ def candidates_html(r: TokenStep, tokenizer, top: int = 10, index: int | None = 
              f"p = {r.prob:.3f} among {len(ids)} candidate{'s' * (len(ids) != 1)}</div>")
     return f'<div style="font-family: var(--jp-code-font-family, monospace); font-size: 12px;">{title}{"".join(rows)}</div>'
 
-# %% ../nbs/11_demo.ipynb #584967fc
+# %% ../nbs/11_demo.ipynb #6cc841e9
 STOP_REASONS = {"eos": "the model ended its text", "stop": "a stop string appeared", "length": "max tokens reached",
                 "context": "the context is full", "cancelled": "you pressed Stop"}
 
@@ -84,7 +83,13 @@ def parse_seed(text: str) -> int | None:
     if not 0 <= seed < 2**32: raise ValueError(f"the seed must be between 0 and {2**32 - 1}, got {seed}")
     return seed
 
-# %% ../nbs/11_demo.ipynb #b1a87511
+# %% ../nbs/11_demo.ipynb #ee441dbc
+def transcript(messages, prompt: str) -> str:
+    "The conversation so far and the new user message, as the grey text before a chat answer."
+    turns = [f"{m['role']}: {m['content']}" for m in messages] + [f"user: {prompt}"]
+    return "\n\n".join(turns) + "\n\nassistant: "
+
+# %% ../nbs/11_demo.ipynb #1875a6e8
 def _slider(cls, description, value, lo, hi, step, fmt=None):
     style = {"description_width": "7.5em"}
     kw = dict(readout_format=fmt) if fmt else {}
@@ -100,6 +105,7 @@ class App:
         self.model = model if isinstance(model, Model) else None
         self._model_source, self._n_ctx = model, n_ctx
         self.steps, self.tail, self.result, self.error = [], "", None, None
+        self.session = None                              # chapter 09's Session: the KV cache, and the conversation
         self._stop, self._thread, self._last_draw, self._prompt_shown = threading.Event(), None, 0.0, ""
         self._drawing = False
         self._build()
@@ -109,10 +115,12 @@ class App:
         self.prompt = W.Textarea(value="Write a haiku about the sea.", placeholder="Type a prompt",
                                  layout=W.Layout(width="100%", height="5em"))
         self.mode = W.ToggleButtons(options=[("chat", "chat"), ("completion", "completion")], value="chat",
-                                    tooltips=["one user message, through the model's chat template",
+                                    tooltips=["a conversation, through the model's chat template",
                                               "the model continues your text"], style={"button_width": "8.5em"})
         self.generate_button = W.Button(description="Generate", button_style="primary", icon="play", layout=W.Layout(width="9em"))
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True, layout=W.Layout(width="7em"))
+        self.new_chat_button = W.Button(description="New chat", icon="refresh", layout=W.Layout(width="9em"),
+                                        tooltip="forget the conversation (chat mode continues it otherwise)")
         self.boundaries = W.Checkbox(value=False, description="token boundaries", indent=False)
         self.max_tokens = _slider(W.IntSlider, "max tokens", 128, 1, 1024, 1)
         self.temperature = _slider(W.FloatSlider, "temperature", 0.8, 0.0, 2.0, 0.05, ".2f")
@@ -130,7 +138,7 @@ class App:
         legend = "".join(f'<span style="background: {prob_color(p)}; padding: 0 6px;">{p:g}</span>' for p in (0, .25, .5, .75, 1))
         knobs = W.GridBox([self.max_tokens, self.temperature, self.top_k, self.top_p, self.min_p, self.repeat_penalty, self.seed],
                           layout=W.Layout(grid_template_columns="repeat(3, minmax(14em, 1fr))", grid_gap="2px 12px"))
-        buttons = W.HBox([self.mode, self.generate_button, self.stop_button, self.boundaries],
+        buttons = W.HBox([self.mode, self.generate_button, self.stop_button, self.new_chat_button, self.boundaries],
                          layout=W.Layout(align_items="center", flex_flow="row wrap", grid_gap="8px"))
         self.view = W.VBox([self.prompt, buttons, knobs, self.status, self.text,
                             W.HBox([self.token_picker, W.HTML(f'<small>probability: {legend}</small>')],
@@ -141,6 +149,7 @@ class App:
         self.view.add_class("llmbook-app")
         self.generate_button.on_click(self.generate)
         self.stop_button.on_click(self.stop)
+        self.new_chat_button.on_click(self.new_chat)
         self.token_picker.observe(lambda change: self._draw(), names="value")
         self.boundaries.observe(lambda change: self._draw(), names="value")
 
@@ -165,13 +174,20 @@ class App:
         if self.running: return
         try: req = self.request()
         except ValueError as e: return self._fail(e)
-        self.steps, self.tail, self.result, self.error = [], "", None, None
-        self._prompt_shown = "" if req.chat else req.prompt
+        self.steps, self.tail, self.result, self.error, self._prompt_shown = [], "", None, None, ""
         self._stop.clear()
         self._set_running(True)
         self._draw()
         self._thread = threading.Thread(target=self._work, args=(req,), daemon=True, name="llmbook-demo")
         self._thread.start()
+
+    def new_chat(self, _button=None):
+        "Forget the conversation: the next chat turn starts a new one (what the New chat button does)."
+        if self.running: return
+        if self.session is not None: self.session.reset()
+        self.steps, self.tail, self.result, self._prompt_shown = [], "", None, ""
+        self._say("New conversation.")
+        self._draw()
 
     def stop(self, _button=None):
         "Ask the running generation to end after the token it is making (what the Stop button does)."
@@ -188,21 +204,27 @@ class App:
             what = "the default model (SmolLM2-135M-Instruct)" if self._model_source is None else str(self._model_source)
             self._say(f"Loading {what}… the first load in a session also compiles the kernels, which can take a minute.")
             self.model = load(self._model_source, n_ctx=self._n_ctx)
+        if self.session is None: self.session = self.model.session()
         return self.model
 
-    def _stream(self, model: Model, req: Request):
-        "Chapter 09's token-level stream for this request (a chat answer or a completion), cancelled by Stop."
-        st = req.settings
+    def _stream(self, req: Request):
+        "Chapter 09's token-level stream for this request (the next chat turn, or a completion), cancelled by Stop."
+        st, s = req.settings, self.session
         kw = dict(max_tokens=req.max_tokens, temperature=st.temperature, top_k=st.top_k, top_p=st.top_p, min_p=st.min_p,
                   repeat_penalty=st.repeat_penalty, seed=st.seed, stream=True, details=True, cancel=self._stop)
-        if req.chat: return model.chat([{"role": "user", "content": req.prompt}], **kw)
-        return model.generate(req.prompt, ignore_eos=self.ignore_eos, **kw)
+        if req.chat:
+            if not s.messages: s.reset()                  # a new conversation (after a completion, or New chat)
+            self._prompt_shown = transcript(s.messages, req.prompt)
+            return s.chat(req.prompt, **kw)
+        s.reset()                                         # a completion starts from an empty context
+        self._prompt_shown = req.prompt
+        return s.generate(req.prompt, ignore_eos=self.ignore_eos, **kw)
 
     def _work(self, req: Request):
         try:
-            model = self._load_model()
+            self._load_model()
             self._say("Reading the prompt…")
-            stream, t0 = self._stream(model, req), time.perf_counter()
+            stream, t0 = self._stream(req), time.perf_counter()
             try:
                 for step in stream:
                     if step.token is None: self.tail += step.piece; continue     # text released at the very end
@@ -242,6 +264,7 @@ class App:
 
     def _set_running(self, running: bool):
         self.generate_button.disabled, self.stop_button.disabled = running, not running
+        self.new_chat_button.disabled = running
 
     def _draw(self, follow: bool = False):
         "Redraw the text, the picker and the candidates; `follow` moves the picker to the newest token."
