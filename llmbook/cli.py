@@ -11,12 +11,12 @@ from .model import default_model_path
 from .tokenizer import Tokenizer
 from .generate import load
 from pathlib import Path
-from .model import Model
+from .model import Model, benchmark, numba_cache_stats
 from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
 
 # %% auto #0
 __all__ = ['COMMANDS', 'inspect_args', 'inspect', 'generate_args', 'generate', 'chat_args', 'chat', 'tokenize_args', 'tokenize',
-           'quantize_args', 'quantize', 'perplexity_args', 'perplexity', 'build_parser', 'main']
+           'quantize_args', 'quantize', 'perplexity_args', 'perplexity', 'bench_args', 'bench', 'build_parser', 'main']
 
 # %% ../nbs/12_cli.ipynb #e65de187
 def inspect_args(p: argparse.ArgumentParser):
@@ -191,6 +191,38 @@ def perplexity(args) -> int:
               f"top-1 agreement: {scores.top1:.2%}")
     return 0
 
+# %% ../nbs/12_cli.ipynb #04d8ec96
+def bench_args(p: argparse.ArgumentParser):
+    _model_args(p)
+    p.add_argument("--prompt-tokens", type=int, default=64, metavar="N", help="tokens in the prompt (default 64)")
+    p.add_argument("--gen-tokens", type=int, default=64, metavar="N", help="tokens to generate (default 64)")
+    p.add_argument("--repeat", type=int, default=3, metavar="N", help="runs; the best counts (default 3)")
+    p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+
+def bench(args) -> int:
+    for name in ("prompt_tokens", "gen_tokens", "repeat"):
+        if getattr(args, name) < 1: raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+    n_ctx = args.ctx or args.prompt_tokens + args.gen_tokens + 2
+    t0 = time.perf_counter()
+    with _Notice(f"loading {args.model or 'the default model'}"):
+        m = Model.load(args.model, n_threads=args.threads, n_ctx=n_ctx)
+    load_s = time.perf_counter() - t0
+    with _Notice("measuring (a first run also compiles the numba kernels: a minute or two)"):
+        r = benchmark(m, args.prompt_tokens, args.gen_tokens, args.repeat)
+    cache = numba_cache_stats()
+    r.update(model=str(m.gguf.path), arch=m.config.arch, load_s=load_s, numba_cache="cold" if cache["compiled"] else "warm",
+             kernels_compiled=cache["compiled"], kernels_loaded=cache["loaded"])
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    print(f"model     {Path(r['model']).name} ({r['arch']}), loaded in {load_s:.2f} s")
+    print(f"threads   {r['threads']} ({r['threading_layer']} threading layer)")
+    print(f"first run {r['first_pass_s']:.2f} s (numba cache {r['numba_cache']}: {cache['compiled']} kernels compiled, "
+          f"{cache['loaded']} loaded from disk)")
+    print(f"prefill   {r['prefill']:8.1f} tokens/s  ({r['n_prompt']} tokens)")
+    print(f"decode    {r['decode']:8.1f} tokens/s  ({r['n_gen']} tokens, {r['ms_per_token']:.1f} ms per token)")
+    return 0
+
 # %% ../nbs/12_cli.ipynb #1517a023
 COMMANDS = {  # name: (declare arguments, run, one-line help)
     "inspect": (inspect_args, inspect, "show a GGUF file's metadata and tensors"),
@@ -199,6 +231,7 @@ COMMANDS = {  # name: (declare arguments, run, one-line help)
     "tokenize": (tokenize_args, tokenize, "show the token ids (or pieces) of a text"),
     "quantize": (quantize_args, quantize, "write a GGUF model with its weights in fewer bits (Q8_0, Q4_K_M, ...)"),
     "perplexity": (perplexity_args, perplexity, "perplexity on a text, and KL divergence against a reference model"),
+    "bench": (bench_args, bench, "prefill and decode speed (tokens/s) of a model on this machine"),
 }
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@
 __all__ = ['SUPPORTED_ARCHS', 'LINEAR_SLAB_BYTES', 'BACKENDS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_INSTALL', 'SCRATCH_FLOATS',
            'UnsupportedModelError', 'ModelConfig', 'LayerWeights', 'ModelWeights', 'load_weights', 'linear', 'Model',
            'default_model_path', 'qkv_to_cache', 'Projection', 'Workspace', 'LayerPlan', 'KernelEngine',
-           'write_random_model']
+           'write_random_model', 'numba_cache_stats', 'benchmark']
 
 # %% ../nbs/06_model.ipynb #aab23454
 from dataclasses import dataclass, field
@@ -18,7 +18,7 @@ from .gguf import GGUFFile, GGUFWriter, GGUFValueType
 from .quants import dequantize, dequantize_rows, quantize
 from .attention import rms_norm, rope_freqs, rope_cos_sin, apply_rope, attention, swiglu, geglu_tanh
 from .kvcache import KVCache, ContextFullError, rerope_keys
-import mmap, weakref
+import mmap, sys, time, weakref
 import numba
 from numba import njit
 from . import kernels as K
@@ -613,3 +613,39 @@ def write_random_model(path, arch: str = "llama", n_layers: int = 2, n_embd: int
             vec(p + "attn_q_norm.weight", head_dim); vec(p + "attn_k_norm.weight", head_dim)
             vec(p + "post_attention_norm.weight", n_embd); vec(p + "post_ffw_norm.weight", n_embd)
     return w.write()
+
+# %% ../nbs/06_model.ipynb #d86bfc81
+def numba_cache_stats() -> dict:
+    "How many of llmbook's kernel versions this process loaded from numba's on-disk cache, and how many it compiled."
+    loaded = compiled = 0
+    for module in (K, sys.modules[__name__]):
+        for obj in list(vars(module).values()):
+            stats = getattr(obj, "stats", None)
+            if stats is not None and hasattr(stats, "cache_hits"):
+                loaded += sum(stats.cache_hits.values()); compiled += sum(stats.cache_misses.values())
+    return {"loaded": loaded, "compiled": compiled}
+
+def benchmark(model: "Model", n_prompt: int = 64, n_gen: int = 64, repeat: int = 2, seed: int = 0) -> dict:
+    "Prefill and decode speed of `model` in tokens/s (best of `repeat`): a random prompt, then greedy decoding."
+    for name, v in (("n_prompt", n_prompt), ("n_gen", n_gen), ("repeat", repeat)):
+        if not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if n_prompt + n_gen > model.n_ctx:
+        raise ValueError(f"{n_prompt} prompt + {n_gen} generated tokens do not fit in the context of {model.n_ctx}")
+    prompt = np.random.default_rng(seed).integers(0, model.config.n_vocab, n_prompt)
+    cache = model.new_cache(n_prompt + n_gen + 2)
+    t0 = time.perf_counter()
+    model.forward(prompt[:2], cache, n_out=1); model.forward(prompt[2:3], cache)   # both paths: batch and one token
+    first = time.perf_counter() - t0
+    prefill = decode = float("inf")
+    for _ in range(repeat):
+        cache.rewind(0)
+        t0 = time.perf_counter()
+        token = int(np.argmax(model.forward(prompt, cache, n_out=1)[-1]))
+        t1 = time.perf_counter()
+        for _ in range(n_gen):
+            token = int(np.argmax(model.forward([token], cache)[-1]))
+        t2 = time.perf_counter()
+        prefill, decode = min(prefill, t1 - t0), min(decode, t2 - t1)
+    return dict(prefill=n_prompt / prefill, decode=n_gen / decode, ms_per_token=1e3 * decode / n_gen,
+                first_pass_s=first, n_prompt=n_prompt, n_gen=n_gen, backend=model.backend,
+                threads=model.n_threads if model.engine else None, threading_layer=K.threading_layer())
