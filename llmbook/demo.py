@@ -6,7 +6,7 @@
 __all__ = ['TEXT_STYLE', 'STOP_REASONS', 'prob_color', 'token_span', 'text_html', 'piece_text', 'candidates_html', 'Request',
            'parse_seed', 'transcript', 'App']
 
-# %% ../nbs/11_demo.ipynb #03f38434
+# %% ../nbs/11_demo.ipynb #baa65d86
 import html, threading, time
 from dataclasses import dataclass
 import numpy as np
@@ -15,13 +15,13 @@ from .model import Model
 from .sampling import SamplerSettings
 from .generate import load, TokenStep
 
-# %% ../nbs/11_demo.ipynb #50085cfe
+# %% ../nbs/11_demo.ipynb #ae9abc98
 def prob_color(p: float) -> str:
     "A CSS background colour for a probability: strong red near 0, yellow at 0.5, pale green near 1."
     p = min(max(float(p), 0.0), 1.0)
     return f"hsl({120 * p:.0f}, 80%, {62 + 32 * p:.0f}%)"
 
-# %% ../nbs/11_demo.ipynb #c472fc3d
+# %% ../nbs/11_demo.ipynb #6d090093
 TEXT_STYLE = "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 13px; line-height: 1.7;"
 
 def token_span(i: int, r: TokenStep, boundaries: bool = False, selected: bool = False) -> str:
@@ -40,7 +40,7 @@ def text_html(steps, prompt: str = "", boundaries: bool = False, selected: int |
     head = f'<span style="color: #888;">{html.escape(prompt)}</span>' if prompt else ""
     return f'<div style="{TEXT_STYLE}">{head}{"".join(spans)}{html.escape(tail)}</div>'
 
-# %% ../nbs/11_demo.ipynb #67beb775
+# %% ../nbs/11_demo.ipynb #0b963b68
 def piece_text(tokenizer, tid: int) -> str:
     "A token's text, for display: its bytes decoded (broken UTF-8 shows as U+FFFD), control tokens by name."
     return tokenizer.token_to_piece(int(tid), True).decode("utf-8", errors="replace")
@@ -62,7 +62,7 @@ def candidates_html(r: TokenStep, tokenizer, top: int = 10, index: int | None = 
              f"p = {r.prob:.3f} among {len(ids)} candidate{'s' * (len(ids) != 1)}</div>")
     return f'<div style="font-family: var(--jp-code-font-family, monospace); font-size: 12px;">{title}{"".join(rows)}</div>'
 
-# %% ../nbs/11_demo.ipynb #6cc841e9
+# %% ../nbs/11_demo.ipynb #ab6ca928
 STOP_REASONS = {"eos": "the model ended its text", "stop": "a stop string appeared", "length": "max tokens reached",
                 "context": "the context is full", "cancelled": "you pressed Stop"}
 
@@ -83,13 +83,13 @@ def parse_seed(text: str) -> int | None:
     if not 0 <= seed < 2**32: raise ValueError(f"the seed must be between 0 and {2**32 - 1}, got {seed}")
     return seed
 
-# %% ../nbs/11_demo.ipynb #ee441dbc
+# %% ../nbs/11_demo.ipynb #e60a5f92
 def transcript(messages, prompt: str) -> str:
     "The conversation so far and the new user message, as the grey text before a chat answer."
     turns = [f"{m['role']}: {m['content']}" for m in messages] + [f"user: {prompt}"]
     return "\n\n".join(turns) + "\n\nassistant: "
 
-# %% ../nbs/11_demo.ipynb #1875a6e8
+# %% ../nbs/11_demo.ipynb #e648bfba
 def _slider(cls, description, value, lo, hi, step, fmt=None):
     style = {"description_width": "7.5em"}
     kw = dict(readout_format=fmt) if fmt else {}
@@ -121,7 +121,7 @@ class App:
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True, layout=W.Layout(width="7em"))
         self.new_chat_button = W.Button(description="New chat", icon="refresh", layout=W.Layout(width="9em"),
                                         tooltip="forget the conversation (chat mode continues it otherwise)")
-        self.boundaries = W.Checkbox(value=False, description="token boundaries", indent=False)
+        self.boundaries = W.Checkbox(value=False, description="token boundaries", indent=False, layout=W.Layout(width="auto"))
         self.max_tokens = _slider(W.IntSlider, "max tokens", 128, 1, 1024, 1)
         self.temperature = _slider(W.FloatSlider, "temperature", 0.8, 0.0, 2.0, 0.05, ".2f")
         self.top_k = _slider(W.IntSlider, "top-k", 40, 0, 200, 1)
@@ -133,18 +133,19 @@ class App:
         self.status = W.HTML(value=self._status_html("Ready. Type a prompt and press Generate."))
         self.text = W.HTML(value=text_html([]), layout=W.Layout(min_height="4em", border="1px solid #ddd", padding="4px 8px"))
         self.token_picker = W.IntSlider(value=0, min=0, max=0, description="token #", disabled=True,
-                                        style={"description_width": "5em"}, layout=W.Layout(width="60%"))
+                                        style={"description_width": "5em"}, layout=W.Layout(width="45%"))
         self.candidates = W.HTML(value="")
         legend = "".join(f'<span style="background: {prob_color(p)}; padding: 0 6px;">{p:g}</span>' for p in (0, .25, .5, .75, 1))
         knobs = W.GridBox([self.max_tokens, self.temperature, self.top_k, self.top_p, self.min_p, self.repeat_penalty, self.seed],
                           layout=W.Layout(grid_template_columns="repeat(3, minmax(14em, 1fr))", grid_gap="2px 12px"))
-        buttons = W.HBox([self.mode, self.generate_button, self.stop_button, self.new_chat_button, self.boundaries],
+        buttons = W.HBox([self.mode, self.generate_button, self.stop_button, self.new_chat_button],
                          layout=W.Layout(align_items="center", flex_flow="row wrap", grid_gap="8px"))
         self.view = W.VBox([self.prompt, buttons, knobs, self.status, self.text,
-                            W.HBox([self.token_picker, W.HTML(f'<small>probability: {legend}</small>')],
-                                   layout=W.Layout(align_items="center")),
+                            W.HBox([self.token_picker, self.boundaries, W.HTML(f'<small>probability: {legend}</small>')],
+                                   layout=W.Layout(align_items="center", grid_gap="12px")),
                             self.candidates], layout=W.Layout(width="100%", max_width="60em"))
-        for name in ("prompt", "generate_button", "stop_button", "status", "text", "candidates", "token_picker", "max_tokens"):
+        for name in ("prompt", "generate_button", "stop_button", "status", "text", "candidates", "token_picker", "max_tokens",
+                     "boundaries"):
             getattr(self, name).add_class(f"llmbook-{name.replace('_', '-')}")   # names for the browser test to find
         self.view.add_class("llmbook-app")
         self.generate_button.on_click(self.generate)

@@ -29,10 +29,12 @@ def fast_copy(src: Path, dst: Path):
     nbformat.write(nb, dst)
 
 def quiet_lab_settings(settings_dir: Path):
-    "JupyterLab user settings that keep pop-ups (news, update checks) off the page."
-    d = settings_dir / "@jupyterlab" / "apputils-extension"
-    d.mkdir(parents=True)
-    (d / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    "JupyterLab user settings: no pop-ups (news, update checks), and every cell kept in the page (no windowing)."
+    for ext, name, value in (("apputils-extension", "notification", {"fetchNews": "false", "checkForUpdates": False}),
+                             ("notebook-extension", "tracker", {"windowingMode": "none"})):
+        d = settings_dir / "@jupyterlab" / ext
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{name}.jupyterlab-settings").write_text(json.dumps(value))
 
 @pytest.fixture
 def lab(tmp_path):
@@ -82,7 +84,9 @@ def test_demo_in_jupyterlab(lab):
             page.locator("#jp-main-statusbar", has_text="Idle").wait_for(timeout=180_000)   # the kernel is up
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-            app = page.locator(".llmbook-app").last
+            # the chapter's main app: the output of the cell `app = App()` (other cells show apps on a tiny model)
+            cell = page.locator(".jp-CodeCell").filter(has=page.locator(".jp-InputArea", has_text="app = App()"))
+            app = cell.locator(".llmbook-app")
             app.wait_for(timeout=300_000)                    # every cell ran up to the app's display
             app.scroll_into_view_if_needed()
             prompt = app.locator(".llmbook-prompt textarea")
@@ -100,6 +104,8 @@ def test_demo_in_jupyterlab(lab):
             assert generated.strip(), f"no generated text on the page; status: {status.inner_text()}"
             assert "Error" not in status.inner_text()
             expect(app.locator(".llmbook-candidates")).to_contain_text("was drawn with p =")
+            app.locator(".llmbook-boundaries input").check()                  # boxes drawn around the tokens
+            expect(text.locator("span[style*='border']").first).to_be_visible()
             app.locator(".llmbook-text").scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "demo_jupyterlab.png"), full_page=False)
         except Exception:
