@@ -10,7 +10,7 @@ __all__ = ['SUPPORTED_ARCHS', 'LINEAR_SLAB_BYTES', 'BACKENDS', 'DEFAULT_MODEL_FI
 
 # %% ../nbs/06_model.ipynb #aab23454
 from dataclasses import dataclass, field
-import importlib.util, math, warnings
+import contextlib, importlib.util, math, warnings
 from pathlib import Path
 import numpy as np
 from .tensors import QTensor, GGMLType
@@ -218,6 +218,18 @@ def linear(x: np.ndarray, w: QTensor, bias: np.ndarray | None = None) -> np.ndar
 # %% ../nbs/06_model.ipynb #a4e5b7ea
 BACKENDS = ("kernels", "numpy")
 
+@contextlib.contextmanager
+def _small_pages():
+    """numpy asks Linux for transparent huge pages (2 MB) for big arrays. A KV cache is big, zero and filled slowly,
+    one position in every (layer, head) slab at a time: with huge pages, the first token written would make the
+    whole cache resident (SmolLM2, 4096 positions: 190 MB for a 16-token chat). Small pages while it is made."""
+    toggle = getattr(getattr(np, "_core", None), "multiarray", None)
+    toggle = getattr(toggle, "_set_madvise_hugepage", None)
+    if toggle is None: yield; return
+    previous = toggle(False)
+    try: yield
+    finally: toggle(previous)
+
 class Model:
     "A llama or gemma3 model over a GGUF file: `forward(tokens, cache)` returns logits; weights stay quantized."
     def __init__(self, gguf: GGUFFile, n_ctx: int | None = None, n_threads: int | None = None, backend: str = "kernels"):
@@ -246,7 +258,8 @@ class Model:
     def new_cache(self, n_ctx: int | None = None) -> KVCache:
         "An empty KV cache for this model, of `n_ctx` positions (default: the model's `n_ctx`)."
         c = self.config
-        return KVCache(c.n_layers, c.n_kv_heads, n_ctx or self.n_ctx, c.head_dim)
+        with _small_pages():          # memory becomes resident as positions fill, not all at once
+            return KVCache(c.n_layers, c.n_kv_heads, n_ctx or self.n_ctx, c.head_dim)
 
     # --- the steps of a layer ---
     def embed(self, ids: np.ndarray) -> np.ndarray:
@@ -500,13 +513,16 @@ class KernelEngine:
                 if np.array_equal(f, freqs): return i
             self.freqs.append(freqs)
             return len(self.freqs) - 1
+        # the biggest matrices first, then layer by layer, handing back the file's pages after each: at the peak we
+        # hold the packed copy and the file pages of one matrix or one layer, not two copies of the model
+        self.embd = K.pack(weights.token_embd)
+        _drop_file_pages(gguf)
+        self.head = self.embd if weights.output is weights.token_embd else K.pack(weights.output)
+        _drop_file_pages(gguf)
         self.layers = []
         for l, lw in enumerate(weights.layers):
             self.layers.append(LayerPlan(lw, c, l, table_of(layer_freqs[l])))
-            _drop_file_pages(gguf)                          # layer by layer: the peak stays near one copy
-        self.embd = K.pack(weights.token_embd)
-        self.head = self.embd if weights.output is weights.token_embd else K.pack(weights.output)
-        _drop_file_pages(gguf)
+            _drop_file_pages(gguf)
         for a, b in zip(self.layers, self.layers[1:] + [None]):
             a.next_norm = b.attn_norm if b is not None else weights.output_norm
         self.embed_scale = np.float32(c.embed_scale)
