@@ -34,7 +34,11 @@ def rope_cos_sin(positions, freqs: np.ndarray):
     angles = np.outer(np.asarray(positions, dtype=np.float64), freqs)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
-def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool = False) -> np.ndarray:
+def apply_rope(x: np.ndarray,    # `(n_tokens, n_heads, head_dim)`; only the first `2 * cos.shape[-1]` dims rotate
+               cos: np.ndarray,  # `(n_tokens, n_rot/2)` from `rope_cos_sin`
+               sin: np.ndarray,  # likewise
+               neox: bool = False # pairing: False for llama's `(2i, 2i+1)`, True for NeoX/gemma's `(i, i+n_rot/2)`
+              ) -> np.ndarray:
     "Rotate `x` `(n_tokens, n_heads, head_dim)` by per-token angles; pairs `(2i, 2i+1)`, or `(i, i+n_rot/2)` if `neox`."
     n_rot = 2 * cos.shape[-1]
     out = np.array(x, dtype=np.float32, copy=True)
@@ -60,7 +64,13 @@ def attention_mask(q_pos, n_keys: int, window: int | None = None) -> np.ndarray:
     return allowed
 
 # %% ../nbs/04_attention.ipynb #67c614ae
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos, scale: float, window: int | None = None) -> np.ndarray:
+def attention(q: np.ndarray,              # queries `(n, n_heads, head_dim)`, RoPE already applied
+              k: np.ndarray,              # keys `(n_kv_heads, n_keys, head_dim)`: key j sits at position j
+              v: np.ndarray,              # values, shaped like `k`
+              q_pos,                      # the position of each query (length n)
+              scale: float,               # multiplies the scores, usually `head_dim ** -0.5`
+              window: int | None = None   # sliding window: a query sees at most this many positions, itself included
+             ) -> np.ndarray:             # `(n, n_heads, head_dim)` float32
     "Causal (optionally sliding-window) attention of queries `(n, n_heads, hd)` over keys/values `(n_kv_heads, n_keys, hd)`."
     n, n_heads, hd = q.shape
     n_kv, n_keys = k.shape[0], k.shape[1]

@@ -448,7 +448,10 @@ _NP_TO_GGML = {np.dtype(np.float32): GGMLType.F32, np.dtype(np.float16): GGMLTyp
 
 class GGUFWriter:
     "Collect metadata and tensors, then `write()` a GGUF v3 file that llama.cpp and gguf-py read."
-    def __init__(self, path, arch: str | None = None, alignment: int = 32):
+    def __init__(self,
+                 path,                    # where `write()` puts the file
+                 arch: str | None = None, # `general.architecture`, e.g. 'llama' (added first when given)
+                 alignment: int = 32):    # tensor data alignment in bytes; not 32 adds `general.alignment`
         self.path = Path(path)
         self.metadata, self.metadata_types, self.tensors = {}, {}, {}
         self._encoded = {}                                  # key -> the value's bytes, made once by add()

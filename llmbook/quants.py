@@ -496,7 +496,9 @@ def quantize_q3_k(x):
 # %% ../nbs/02_quants.ipynb #0b19eed5
 QUANTIZE_CHUNK_VALUES = 1 << 18     # values quantized per batch of blocks (1 MB of float32)
 
-def quantize(x: np.ndarray, ggml_type) -> QTensor:
+def quantize(x: np.ndarray, # floats; the last axis (a row) must be a whole number of blocks
+             ggml_type         # the target type: a `GGMLType`, its name ('Q4_0') or its id
+            ) -> QTensor:
     "Quantize float array `x` to `ggml_type` along its last axis, with llama.cpp's reference rounding rules."
     info = type_info(ggml_type)
     t = GGMLType[ggml_type] if isinstance(ggml_type, str) else GGMLType(ggml_type)

@@ -94,7 +94,10 @@ def row_nbytes(ggml_type, n: int) -> int:
 # %% ../nbs/00_tensors.ipynb #16e753ce
 class QTensor:
     "A tensor in a GGML type: raw bytes (`uint8`, zero-copy), its `GGMLType` and its numpy-order `shape`."
-    def __init__(self, data: np.ndarray, ggml_type, shape):
+    def __init__(self,
+                 data: np.ndarray,  # the raw bytes, any dtype (viewed as uint8, flattened; not copied)
+                 ggml_type,         # a `GGMLType`, or its integer id
+                 shape):            # logical shape in numpy order; the last axis is a whole number of blocks
         self.type, self.shape = GGMLType(ggml_type), tuple(int(s) for s in shape)
         if not self.shape: raise ValueError("a QTensor needs at least one dimension")
         self.data = np.asarray(data).reshape(-1).view(np.uint8)
