@@ -6,7 +6,7 @@
 __all__ = ['TEXT_STYLE', 'STOP_REASONS', 'prob_color', 'token_span', 'text_html', 'piece_text', 'candidates_html', 'Request',
            'parse_seed', 'transcript', 'App']
 
-# %% ../nbs/11_demo.ipynb #baa65d86
+# %% ../nbs/11_demo.ipynb #4caaa70f
 import html, threading, time
 from dataclasses import dataclass
 import numpy as np
@@ -15,13 +15,13 @@ from .model import Model
 from .sampling import SamplerSettings
 from .generate import load, TokenStep
 
-# %% ../nbs/11_demo.ipynb #ae9abc98
+# %% ../nbs/11_demo.ipynb #1a5dbe80
 def prob_color(p: float) -> str:
     "A CSS background colour for a probability: strong red near 0, yellow at 0.5, pale green near 1."
     p = min(max(float(p), 0.0), 1.0)
     return f"hsl({120 * p:.0f}, 80%, {62 + 32 * p:.0f}%)"
 
-# %% ../nbs/11_demo.ipynb #6d090093
+# %% ../nbs/11_demo.ipynb #712afd62
 TEXT_STYLE = "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 13px; line-height: 1.7;"
 
 def token_span(i: int, r: TokenStep, boundaries: bool = False, selected: bool = False) -> str:
@@ -40,7 +40,7 @@ def text_html(steps, prompt: str = "", boundaries: bool = False, selected: int |
     head = f'<span style="color: #888;">{html.escape(prompt)}</span>' if prompt else ""
     return f'<div style="{TEXT_STYLE}">{head}{"".join(spans)}{html.escape(tail)}</div>'
 
-# %% ../nbs/11_demo.ipynb #0b963b68
+# %% ../nbs/11_demo.ipynb #8dc50625
 def piece_text(tokenizer, tid: int) -> str:
     "A token's text, for display: its bytes decoded (broken UTF-8 shows as U+FFFD), control tokens by name."
     return tokenizer.token_to_piece(int(tid), True).decode("utf-8", errors="replace")
@@ -62,7 +62,7 @@ def candidates_html(r: TokenStep, tokenizer, top: int = 10, index: int | None = 
              f"p = {r.prob:.3f} among {len(ids)} candidate{'s' * (len(ids) != 1)}</div>")
     return f'<div style="font-family: var(--jp-code-font-family, monospace); font-size: 12px;">{title}{"".join(rows)}</div>'
 
-# %% ../nbs/11_demo.ipynb #ab6ca928
+# %% ../nbs/11_demo.ipynb #0b3da174
 STOP_REASONS = {"eos": "the model ended its text", "stop": "a stop string appeared", "length": "max tokens reached",
                 "context": "the context is full", "cancelled": "you pressed Stop"}
 
@@ -83,13 +83,13 @@ def parse_seed(text: str) -> int | None:
     if not 0 <= seed < 2**32: raise ValueError(f"the seed must be between 0 and {2**32 - 1}, got {seed}")
     return seed
 
-# %% ../nbs/11_demo.ipynb #e60a5f92
+# %% ../nbs/11_demo.ipynb #51bc8597
 def transcript(messages, prompt: str) -> str:
     "The conversation so far and the new user message, as the grey text before a chat answer."
     turns = [f"{m['role']}: {m['content']}" for m in messages] + [f"user: {prompt}"]
     return "\n\n".join(turns) + "\n\nassistant: "
 
-# %% ../nbs/11_demo.ipynb #e648bfba
+# %% ../nbs/11_demo.ipynb #9238d768
 def _slider(cls, description, value, lo, hi, step, fmt=None):
     style = {"description_width": "7.5em"}
     kw = dict(readout_format=fmt) if fmt else {}
@@ -107,7 +107,7 @@ class App:
         self.steps, self.tail, self.result, self.error = [], "", None, None
         self.session = None                              # chapter 09's Session: the KV cache, and the conversation
         self._stop, self._thread, self._last_draw, self._prompt_shown = threading.Event(), None, 0.0, ""
-        self._drawing = False
+        self._drawing, self._draw_lock = False, threading.RLock()
         self._build()
 
     # --- widgets and layout ---
@@ -269,10 +269,11 @@ class App:
 
     def _draw(self, follow: bool = False):
         "Redraw the text, the picker and the candidates; `follow` moves the picker to the newest token."
-        if self._drawing: return                       # moving the picker below calls us again: once is enough
-        self._drawing, self._last_draw = True, time.perf_counter()
-        try: self._redraw(follow)
-        finally: self._drawing = False
+        with self._draw_lock:                          # the thread and the widgets' handlers both draw
+            if self._drawing: return                   # moving the picker below calls us again: once is enough
+            self._drawing, self._last_draw = True, time.perf_counter()
+            try: self._redraw(follow)
+            finally: self._drawing = False
 
     def _redraw(self, follow: bool):
         records, picker = list(self.steps), self.token_picker
