@@ -1,8 +1,10 @@
 """llmbook's quantizer against llama.cpp (fixture from tools/make_quantize_fixtures.py) and gguf-py.
 
-- The tiny llama of the tool, quantized by llmbook to Q8_0, Q5_0, Q4_1, Q4_0 and Q4_K_M, is byte for byte the
-  file llama.cpp's own quantizer (`llama_model_quantize`) made from the same F32 model.
-- llama.cpp loaded exactly these files (same sha256) and its greedy continuation equals llmbook's.
+- The tiny llama of the tool, quantized by llmbook to every file type it writes (Q8_0, Q5_0, Q4_1, Q4_0, Q4_K_M,
+  ... F16), is byte for byte the file llama.cpp's own quantizer (`llama_model_quantize`) made from the same F32 model.
+- llama.cpp loaded exactly these files (same sha256) and its greedy continuation equals llmbook's (teacher-forced
+  wherever llama.cpp's top-2 margin is clear; free-running, identical for all types but at most one, whose
+  continuation parts at a near-tie).
 - gguf-py reads them: same tensors, types, shapes and values as our reader.
 - SmolLM2 requantized to Q8_0 and Q4_0: the files llama.cpp continued; llmbook's greedy tokens match
   llama.cpp's wherever llama.cpp's top-2 margin is clear (>= 0.5 logits), teacher-forced, and the free-running
@@ -45,7 +47,7 @@ def tiny(tmp_path_factory, fx):
 
 def test_tiny_files_are_llama_cpps_bytes(tiny, fx):
     tool, _, files = tiny
-    assert set(files) == {"Q8_0", "Q5_0", "Q4_1", "Q4_0", "Q4_K_M"}
+    assert set(files) == set(FILE_TYPES)            # every file type llmbook writes
     for t, path in files.items():
         rec = fx["tiny"]["types"][t]
         assert tool.sha256(path) == rec["ours_sha256"], f"{t}: not the file llama.cpp loaded"
@@ -53,16 +55,34 @@ def test_tiny_files_are_llama_cpps_bytes(tiny, fx):
         assert rec["ours_sha256"] == rec["llama_cpp_file_sha256"], f"{t}: the whole file differs from llama.cpp's"
 
 
+def agrees_with_llama_cpp(path, prompt, rec, free) -> int:
+    """llmbook's greedy tokens against llama.cpp's on the same file: teacher-forced, equal wherever llama.cpp's
+    top-2 margin is clear; free-running (`free`), equal up to llama.cpp's first near-tie. Returns the number of
+    free-running tokens equal to llama.cpp's."""
+    want, margins = rec["llama_cpp_on_ours"], rec["llama_cpp_margins"]
+    m = Model.load(path, n_ctx=len(prompt) + len(want))
+    seq = list(prompt) + want[:-1]
+    ours = m.forward(seq, m.new_cache(len(seq)), n_out=len(want)).argmax(-1)
+    for i, (w, mg) in enumerate(zip(want, margins)):
+        if mg >= CLEAR_MARGIN: assert ours[i] == w, f"{path.name} step {i}: {ours[i]} != {w} (margin {mg:.2f})"
+    first_tie = next((i for i, mg in enumerate(margins) if mg < CLEAR_MARGIN), len(want))
+    assert free[:first_tie] == want[:first_tie], f"{path.name}: free-running tokens differ before any near-tie"
+    return next((i for i, (a, b) in enumerate(zip(free, want)) if a != b), len(want))
+
+
 def test_tiny_greedy_continuation_matches_llama_cpp(tiny, fx):
     tool, src, files = tiny
-    n = fx["tiny"]["n_predict"]
-    assert tool.llmbook_greedy(src, fx["tiny"]["prompt"], n) == fx["tiny"]["f32_llama_cpp"]["tokens"]
-    continuations = set()
+    n, prompt = fx["tiny"]["n_predict"], fx["tiny"]["prompt"]
+    assert tool.llmbook_greedy(src, prompt, n) == fx["tiny"]["f32_llama_cpp"]["tokens"]
+    continuations, exact = set(), 0
     for t, path in files.items():
-        want = fx["tiny"]["types"][t]["llama_cpp_on_ours"]
-        assert tool.llmbook_greedy(path, fx["tiny"]["prompt"], n) == want, t
-        continuations.add(tuple(want))
-    assert len(continuations) >= 3, "the types should not all continue alike: the test would not see a wrong type"
+        rec = fx["tiny"]["types"][t]
+        free = tool.llmbook_greedy(path, prompt, n)
+        assert free == rec["llmbook_on_ours"]
+        exact += agrees_with_llama_cpp(path, prompt, rec, free) == n
+        continuations.add(tuple(rec["llama_cpp_on_ours"]))
+    assert exact >= len(files) - 1, f"only {exact} of {len(files)} continuations are identical to llama.cpp's"
+    assert len(continuations) >= 4, "the types should not all continue alike: the test would not see a wrong type"
 
 
 def test_gguf_py_reads_our_files(tiny):
@@ -110,15 +130,9 @@ def smol_files(tmp_path_factory, fx, smollm2_path):
 def test_smollm2_requantized_continues_like_llama_cpp(smol_files, fx, t):
     tool, files = smol_files
     rec = fx["smollm2"]["types"][t]
-    m = Model.load(files[t], n_ctx=256)
-    seq = rec["prompt_ids"] + rec["llama_cpp_on_ours"][:-1]         # teacher-forced on llama.cpp's tokens
-    ours = m.forward(seq, m.new_cache(len(seq)), n_out=len(rec["llama_cpp_on_ours"])).argmax(-1)
-    for i, (want, margin) in enumerate(zip(rec["llama_cpp_on_ours"], rec["llama_cpp_margins"])):
-        if margin >= CLEAR_MARGIN: assert ours[i] == want, f"{t} step {i}: {ours[i]} != {want} (margin {margin:.2f})"
     free = tool.llmbook_greedy(files[t], rec["prompt_ids"], len(rec["llama_cpp_on_ours"]))
     assert free == rec["llmbook_on_ours"]
-    first_tie = next((i for i, mg in enumerate(rec["llama_cpp_margins"]) if mg < CLEAR_MARGIN), len(free))
-    assert free[:first_tie] == rec["llama_cpp_on_ours"][:first_tie]     # free-running: equal up to the first near-tie
+    agrees_with_llama_cpp(files[t], rec["prompt_ids"], rec, free)
 
 
 def test_smollm2_requantized_keeps_metadata(smol_files, smollm2_path):

@@ -23,7 +23,7 @@ TINY = dict(n_layers=8, n_embd=256, n_heads=4, n_kv_heads=2, head_dim=64, n_ff=3
 # 8-bit activations decide the greedy token. A residual stream led by the (exact) embedding, and a larger
 # output scale, widen the margins so that a greedy continuation tests the files, not the rounding of ties.
 SCALE = {"token_embd.weight": 4.0, "output.weight": 4.0}
-TINY_TYPES = ["Q8_0", "Q5_0", "Q4_1", "Q4_0", "Q4_K_M"]
+TINY_TYPES = ["Q8_0", "Q5_0", "Q4_1", "Q4_0", "Q4_K_M", "F16", "Q5_1", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_S"]
 TINY_PROMPT = [1, 300 - 41, 300 - 30, 300 - 12, 300 - 5, 100, 270]
 SMOL_TYPES = ["Q8_0", "Q4_0"]
 SMOL_PROMPT = "The capital of France is Paris. The capital of Germany is"
