@@ -6,7 +6,7 @@
 __all__ = ['TEXT_STYLE', 'STOP_REASONS', 'prob_color', 'token_span', 'text_html', 'piece_text', 'candidates_html', 'Request',
            'parse_seed', 'transcript', 'App']
 
-# %% ../nbs/11_demo.ipynb #4caaa70f
+# %% ../nbs/11_demo.ipynb #31412209
 import html, threading, time
 from dataclasses import dataclass
 import numpy as np
@@ -15,13 +15,13 @@ from .model import Model
 from .sampling import SamplerSettings
 from .generate import load, TokenStep
 
-# %% ../nbs/11_demo.ipynb #1a5dbe80
+# %% ../nbs/11_demo.ipynb #cbce7da4
 def prob_color(p: float) -> str:
     "A CSS background colour for a probability: strong red near 0, yellow at 0.5, pale green near 1."
     p = min(max(float(p), 0.0), 1.0)
     return f"hsl({120 * p:.0f}, 80%, {62 + 32 * p:.0f}%)"
 
-# %% ../nbs/11_demo.ipynb #712afd62
+# %% ../nbs/11_demo.ipynb #faa7488d
 TEXT_STYLE = "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 13px; line-height: 1.7;"
 
 def token_span(i: int, r: TokenStep, boundaries: bool = False, selected: bool = False) -> str:
@@ -40,7 +40,7 @@ def text_html(steps, prompt: str = "", boundaries: bool = False, selected: int |
     head = f'<span style="color: #888;">{html.escape(prompt)}</span>' if prompt else ""
     return f'<div style="{TEXT_STYLE}">{head}{"".join(spans)}{html.escape(tail)}</div>'
 
-# %% ../nbs/11_demo.ipynb #8dc50625
+# %% ../nbs/11_demo.ipynb #efa43908
 def piece_text(tokenizer, tid: int) -> str:
     "A token's text, for display: its bytes decoded (broken UTF-8 shows as U+FFFD), control tokens by name."
     return tokenizer.token_to_piece(int(tid), True).decode("utf-8", errors="replace")
@@ -62,7 +62,7 @@ def candidates_html(r: TokenStep, tokenizer, top: int = 10, index: int | None = 
              f"p = {r.prob:.3f} among {len(ids)} candidate{'s' * (len(ids) != 1)}</div>")
     return f'<div style="font-family: var(--jp-code-font-family, monospace); font-size: 12px;">{title}{"".join(rows)}</div>'
 
-# %% ../nbs/11_demo.ipynb #0b3da174
+# %% ../nbs/11_demo.ipynb #1bcd43df
 STOP_REASONS = {"eos": "the model ended its text", "stop": "a stop string appeared", "length": "max tokens reached",
                 "context": "the context is full", "cancelled": "you pressed Stop"}
 
@@ -83,13 +83,13 @@ def parse_seed(text: str) -> int | None:
     if not 0 <= seed < 2**32: raise ValueError(f"the seed must be between 0 and {2**32 - 1}, got {seed}")
     return seed
 
-# %% ../nbs/11_demo.ipynb #51bc8597
+# %% ../nbs/11_demo.ipynb #153ba143
 def transcript(messages, prompt: str) -> str:
     "The conversation so far and the new user message, as the grey text before a chat answer."
     turns = [f"{m['role']}: {m['content']}" for m in messages] + [f"user: {prompt}"]
     return "\n\n".join(turns) + "\n\nassistant: "
 
-# %% ../nbs/11_demo.ipynb #9238d768
+# %% ../nbs/11_demo.ipynb #099b1f55
 def _slider(cls, description, value, lo, hi, step, fmt=None):
     style = {"description_width": "7.5em"}
     kw = dict(readout_format=fmt) if fmt else {}
@@ -203,7 +203,7 @@ class App:
     def _load_model(self) -> Model:
         if self.model is None:
             what = "the default model (SmolLM2-135M-Instruct)" if self._model_source is None else str(self._model_source)
-            self._say(f"Loading {what}… the first load in a session also compiles the kernels, which can take a minute.")
+            self._say(f"Loading {what}… the very first load also compiles the kernels, which can take a minute.")
             self.model = load(self._model_source, n_ctx=self._n_ctx)
         if self.session is None: self.session = self.model.session()
         return self.model
