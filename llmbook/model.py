@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['SUPPORTED_ARCHS', 'LINEAR_SLAB_BYTES', 'BACKENDS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_INSTALL', 'SCRATCH_FLOATS',
            'UnsupportedModelError', 'ModelConfig', 'LayerWeights', 'ModelWeights', 'load_weights', 'linear', 'Model',
-           'default_model_path', 'qkv_to_cache', 'Projection', 'Workspace', 'LayerPlan', 'KernelEngine',
+           'default_model_path', 'qkv_to_cache', 'pack_weights', 'Projection', 'Workspace', 'LayerPlan', 'KernelEngine',
            'write_random_model', 'numba_cache_stats', 'benchmark']
 
 # %% ../nbs/06_model.ipynb #aab23454
@@ -423,6 +423,20 @@ def qkv_to_cache(qkv, q, q_norm, k_norm, eps, cos, sin, neox, k_cache, v_cache, 
             v_cache[layer, h, p, :] = row[(n_heads + n_kv + h) * hd:(n_heads + n_kv + h + 1) * hd]
 
 # %% ../nbs/06_model.ipynb #e7d67df9
+def pack_weights(*tensors: QTensor) -> K.PackedMatrix:
+    """`kernels.pack`, for any type the readable path reads: a type without a kernel (Q2_K, Q3_K, BF16, ...) is
+    dequantized, a slab of rows at a time, and packed as F16 — more memory, but the model runs on the kernels."""
+    if tensors[0].type in K.PACKERS: return K.pack(*tensors)
+    warnings.warn(f"no kernel for {tensors[0].type.name} weights: they are converted to F16 for the kernels "
+                  f"(more memory; Model(..., backend='numpy') keeps them as they are)", stacklevel=3)
+    widened = []
+    for t in tensors:
+        rows = np.empty(t.shape, np.float16)
+        step = max(1, LINEAR_SLAB_BYTES // (4 * t.shape[1]))
+        for r in range(0, t.shape[0], step): rows[r:r + step] = dequantize(t[r:r + step])
+        widened.append(QTensor(rows.view(np.uint8).reshape(-1), GGMLType.F16, t.shape))
+    return K.pack(*widened)
+
 class Projection:
     "Weight matrices taking the same input, outputs side by side (q|k|v, gate|up): packed once, by runs of one type."
     def __init__(self, tensors, biases=()):
@@ -432,7 +446,7 @@ class Projection:
             else: runs.append([t])
         self.parts, r0 = [], 0
         for run in runs:
-            pm = K.pack(*run)
+            pm = pack_weights(*run)
             self.parts.append((pm, r0, r0 + pm.n_rows)); r0 += pm.n_rows
         self.n_rows, self.n_cols = r0, tensors[0].shape[1]
         self.bias = None
@@ -515,9 +529,9 @@ class KernelEngine:
             return len(self.freqs) - 1
         # the biggest matrices first, then layer by layer, handing back the file's pages after each: at the peak we
         # hold the packed copy and the file pages of one matrix or one layer, not two copies of the model
-        self.embd = K.pack(weights.token_embd)
+        self.embd = pack_weights(weights.token_embd)
         _drop_file_pages(gguf)
-        self.head = self.embd if weights.output is weights.token_embd else K.pack(weights.output)
+        self.head = self.embd if weights.output is weights.token_embd else pack_weights(weights.output)
         _drop_file_pages(gguf)
         self.layers = []
         for l, lw in enumerate(weights.layers):

@@ -1,0 +1,133 @@
+"""The kernel path of the model (chapter 06's KernelEngine, the default backend) against the readable numpy path.
+
+Tolerances, measured before they were set:
+- tiny random models, every weight type: logits of size ~1-10 agree to 1e-4 (relative and absolute) in float32;
+  the kernels only sum in another order (4 rows at a time, block by block).
+- the real models, 24 random tokens: max |kernels - numpy| measured 1.3e-4 (SmolLM2, logits up to ~32) and 3.4e-4
+  (Gemma 3, up to ~130); we allow 2e-3, require the same argmax everywhere and cosine >= 0.99999.
+- prefill (dequantized slabs x gemm) against one token at a time (matrix x vector from the blocks): measured
+  6e-5 and 8e-5; we allow 1e-3.
+"""
+import threading, warnings
+import numpy as np
+import numba
+import pytest
+from llmbook.model import Model, write_random_model
+from llmbook import kernels as K
+
+IDS = np.array([3, 17, 42, 7, 99, 0, 5, 64, 23, 11, 8, 31, 2])
+
+def cosine_rows(a, b):
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+
+def both(path, **kw):
+    return Model.load(path, **kw), Model.load(path, backend="numpy", **kw)
+
+# weight types with a kernel; the K-quants need rows of 256 values
+SMALL = dict(n_embd=64, n_heads=4, n_kv_heads=2, head_dim=16, n_ff=96)
+WIDE = dict(n_embd=256, n_heads=4, n_kv_heads=2, head_dim=64, n_ff=512)
+TYPES = [("Q8_0", SMALL), ("Q4_0", SMALL), ("Q4_1", SMALL), ("Q5_0", SMALL), ("Q5_1", SMALL), ("F16", SMALL),
+         ("F32", SMALL), ("Q4_K", WIDE), ("Q5_K", WIDE), ("Q6_K", WIDE)]
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+@pytest.mark.parametrize("wtype,dims", TYPES, ids=[t for t, _ in TYPES])
+def test_kernels_match_numpy_every_type(tmp_path, arch, wtype, dims):
+    extra = dict(sliding_window=4, n_layers=7) if arch == "gemma3" else {}
+    path = write_random_model(tmp_path / f"{arch}-{wtype}.gguf", arch, wtype=wtype, tied=False, **dims, **extra)
+    fast, slow = both(path)
+    assert fast.engine is not None and slow.engine is None
+    a, b = fast.logits(IDS), slow.logits(IDS)
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    # prefill then decode, through one cache: the rows agree with the full pass
+    cache = fast.new_cache(16)
+    rows = [fast.forward(IDS[:6], cache)] + [fast.forward(IDS[t:t + 1], cache) for t in range(6, len(IDS))]
+    np.testing.assert_allclose(np.concatenate(rows), a, rtol=1e-4, atol=1e-4)
+
+def test_type_without_kernel_is_widened(tmp_path):
+    path = write_random_model(tmp_path / "q3k.gguf", "llama", wtype="Q3_K", **WIDE)
+    with pytest.warns(UserWarning, match="Q3_K"):
+        fast = Model.load(path)
+    slow = Model.load(path, backend="numpy")
+    assert fast.engine.layers[0].qkv.parts[0][0].layout == "f16"
+    a, b = fast.logits(IDS), slow.logits(IDS)
+    # F16 rounding of the dequantized weights: ~1e-3 relative
+    assert np.abs(a - b).max() < 1e-2 * np.abs(b).max() and (a.argmax(-1) == b.argmax(-1)).all()
+
+def test_decode_buffers_are_made_once_per_cache(tmp_path):
+    m = Model.load(write_random_model(tmp_path / "t.gguf", "llama"))
+    cache = m.new_cache(16)
+    m.forward(IDS[:4], cache)
+    ws = m.engine.workspace(cache, 1)
+    for t in IDS[4:8]: m.forward([t], cache)
+    assert m.engine.workspace(cache, 1) is ws                          # reused for every token
+    assert m.engine.workspace(m.new_cache(16), 1) is not ws             # another cache (session): its own buffers
+
+def test_threads_are_honoured_and_do_not_change_results(tmp_path):
+    path = write_random_model(tmp_path / "t.gguf", "gemma3", n_layers=7, n_heads=2, n_kv_heads=1, head_dim=32)
+    one = Model.load(path, n_threads=1)
+    assert one.n_threads == 1
+    a = one.logits(IDS)
+    assert numba.get_num_threads() == 1
+    many = Model.load(path, n_threads=min(2, numba.config.NUMBA_NUM_THREADS))
+    b = many.logits(IDS)
+    assert numba.get_num_threads() == many.n_threads
+    np.testing.assert_array_equal(a, b)         # each output is summed by one thread: the split does not matter
+    with pytest.raises(ValueError, match="n_threads"): Model.load(path, n_threads=0)
+
+def test_concurrent_sessions_on_one_model(tmp_path):
+    m = Model.load(write_random_model(tmp_path / "t.gguf", "llama"))
+    seqs = [np.roll(IDS, k) for k in range(4)]
+    alone = [m.logits(s) for s in seqs]
+    got, errors = [None] * 4, []
+    def work(i):
+        try:
+            cache = m.new_cache(16)
+            rows = [m.forward(seqs[i][:5], cache)] + [m.forward(seqs[i][t:t + 1], cache) for t in range(5, len(IDS))]
+            got[i] = np.concatenate(rows)
+        except Exception as e: errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    assert not errors
+    for g, a in zip(got, alone): np.testing.assert_allclose(g, a, atol=1e-4)
+
+def test_foreign_cache_is_refused(tmp_path):
+    a = Model.load(write_random_model(tmp_path / "a.gguf", "llama"))
+    b = Model.load(write_random_model(tmp_path / "b.gguf", "gemma3", n_layers=7, n_heads=2, n_kv_heads=1, head_dim=32))
+    cache = b.new_cache(8)
+    with pytest.raises(ValueError, match="does not fit"): a.forward([1, 2], cache)
+    with pytest.raises(TypeError): a.forward([1, 2], object())
+    assert cache.pos == 0
+
+def test_bad_backend(tmp_path):
+    with pytest.raises(ValueError, match="backend"):
+        Model.load(write_random_model(tmp_path / "t.gguf", "llama"), backend="cuda")
+
+@pytest.fixture(scope="module")
+def real_pair(request):
+    name = request.param
+    from conftest import smollm2_file, gemma3_file
+    path = smollm2_file() if name == "smollm2" else gemma3_file()
+    if path is None: pytest.fail(f"{name} is not installed (tools/setup.sh --dev)")
+    return both(path, n_ctx=64)
+
+@pytest.mark.parametrize("real_pair", ["smollm2", "gemma3"], indirect=True)
+def test_real_model_kernels_match_numpy(real_pair):
+    fast, slow = real_pair
+    ids = np.random.default_rng(0).integers(0, fast.config.n_vocab, 24)
+    a, b = fast.logits(ids), slow.logits(ids)
+    diff = np.abs(a - b).max()
+    print(f"{fast.config.arch}: max |kernels - numpy| = {diff:.2e} (logits up to {np.abs(b).max():.0f})")
+    assert diff < 2e-3
+    assert (a.argmax(-1) == b.argmax(-1)).all() and cosine_rows(a, b).min() >= 0.99999
+    cache = fast.new_cache(64)
+    rows = [fast.forward(ids[:10], cache)] + [fast.forward(ids[t:t + 1], cache) for t in range(10, 24)]
+    assert np.abs(np.concatenate(rows) - a).max() < 1e-3
+
+@pytest.mark.parametrize("real_pair", ["smollm2"], indirect=True)
+def test_packed_weights_near_file_size(real_pair):
+    fast, _ = real_pair
+    ratio = fast.engine.nbytes / fast.gguf.file_size
+    print(f"packed {fast.engine.nbytes / 1e6:.0f} MB for a {fast.gguf.file_size / 1e6:.0f} MB file ({ratio:.2f}x)")
+    assert ratio < 1.2
