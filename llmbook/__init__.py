@@ -8,3 +8,4 @@ from .model import Model, ModelConfig
 from .tokenizer import Tokenizer, TokenizerError, StreamDecoder
 from .sampling import Sampler, SamplerSettings
 from .generate import load, Session, Completion, ChatTemplateError, render_chat
+from .quantize import quantize_model, quantize_plan, measure, file_type
