@@ -4,6 +4,7 @@ that define it), then nbconvert turns every processed page into `_docs_html/<nam
 
     python tools/docs_html.py              # every page, into _docs_html/
     python tools/docs_html.py index 04_attention
+    python tools/docs_html.py --out DIR    # somewhere else than _docs_html/
     python tools/docs_html.py --readme     # write README.md from nbs/index.ipynb
 
 The pages show the outputs saved in the notebooks (`python tools/execute_nbs.py` saves them). A notebook
@@ -79,7 +80,15 @@ def to_page(nb):
             c.metadata["tags"] = sorted(tags)
         cells.append(c)
     nb.cells = cells
+    nb.metadata.setdefault("language_info", {"name": "python"})   # nbdev_clean drops it; exporters want it
     return nb
+
+def local_links(body, stems):
+    "nbdev links names to the Quarto site's pages (`<doc_host><doc_baseurl>/gguf.html#...`); point them at ours."
+    cfg = dict(l.split(" = ", 1) for l in (ROOT / "settings.ini").read_text().splitlines() if " = " in l)
+    site = re.escape(cfg["doc_host"].rstrip("/") + "/" + cfg["doc_baseurl"].strip("/") + "/")
+    page = {re.sub(r"^\d+_", "", s): s for s in stems}          # Quarto drops the number prefix
+    return re.sub(site + r"([\w-]+)\.html", lambda m: f"{page[m[1]]}.html" if m[1] in page else m[0], body)
 
 def title_of(nb):
     for c in nb.cells:
@@ -103,9 +112,10 @@ def nav(pages, current):
                     for s, t in pages)
     return f'<nav class="llmbook-nav"><div class="brand"><a href="index.html">llmbook</a></div>{links}</nav>'
 
-def render_html(names=(), workers=2):
-    "Process and render the pages named (default: all); returns the errors, {stem: message}."
+def render_html(names=(), workers=2, out=None):
+    "Process and render the pages named (default: all) into `out`; returns the errors, {stem: message}."
     from nbconvert import HTMLExporter
+    OUT = Path(out) if out else globals()["OUT"]
     stems = [s for s in page_order() if not names or s in names]
     if names and (unknown := set(names) - set(stems)): sys.exit(f"no notebook for {sorted(unknown)}")
     errors = {s: e for s, e in process(stems, workers).items() if e}
@@ -119,6 +129,7 @@ def render_html(names=(), workers=2):
     for stem, nb in pages.items():
         body, res = exporter.from_notebook_node(nb, resources={"metadata": {"name": title_of(nb) or stem}})
         body = re.sub(r'href="([\w.-]+)\.ipynb', r'href="\1.html', body)
+        body = local_links(body, stems)
         body = body.replace("</head>", f"<style>{CSS}</style></head>", 1)
         body = re.sub(r"(<body[^>]*>)", r'\1<div class="llmbook-layout">' + nav(toc, stem).replace("\\", r"\\")
                       + '<div class="llmbook-main">', body, count=1)
@@ -148,4 +159,7 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--readme"]:
         (ROOT / "README.md").write_text(readme_markdown(), encoding="utf-8"); print("wrote README.md")
     else:
-        sys.exit(1 if render_html(sys.argv[1:]) else 0)
+        args, out = sys.argv[1:], None
+        if "--out" in args:
+            i = args.index("--out"); out = args[i + 1]; del args[i:i + 2]
+        sys.exit(1 if render_html(args, out=out) else 0)

@@ -1,0 +1,140 @@
+"""The book as a site: every notebook renders to HTML through nbdev's doc processing (tools/docs_html.py),
+and each page has its title, its prose, its saved outputs and the documentation of what its module exports;
+README.md is what nbs/index.ipynb says; a headless Chromium screenshot of two pages is taken for a person
+to look at (tests/artifacts/screenshots/).
+
+The render takes a few minutes (nbdev executes each notebook's import, export and show_doc cells)."""
+import html, importlib, inspect, re, shutil, subprocess, sys
+from pathlib import Path
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NBS = ROOT / "nbs"
+OUT = ROOT / "tests" / "artifacts" / "docs_html"
+NOTEBOOKS = sorted(p.stem for p in NBS.glob("*.ipynb"))
+sys.path.insert(0, str(ROOT / "tools"))
+import docs_html  # noqa: E402
+
+@pytest.fixture(scope="module")
+def rendered():
+    "Render every page once; the failures (stem -> message) come back with the output directory."
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "docs_html.py"), "--out", str(OUT)],
+                       capture_output=True, text=True, timeout=1800)
+    return r
+
+def text_of(page: Path) -> str:
+    "The page's visible text, tags dropped and entities decoded, whitespace collapsed."
+    s = page.read_text(encoding="utf-8")
+    s = re.sub(r"<(script|style)\b.*?</\1>", " ", s, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", s)))
+
+def words(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip()
+
+def prose_snippets(nb, n=3):
+    "A few plain sentences of the notebook's prose (no markup that HTML would change)."
+    out = []
+    for c in nb.cells:
+        if c.cell_type != "markdown": continue
+        for para in c.source.split("\n\n"):
+            line = words(para)
+            if line.startswith(("#", ">", "|", "*", "-", "```", "<", "$")) or len(line) < 60: continue
+            m = re.match(r"[A-Za-z ,;:'()0-9.-]{40,}", line)          # a stretch without markdown syntax
+            if m: out.append(m.group(0).strip())
+        if len(out) >= n: break
+    return out[:n]
+
+def saved_text_outputs(nb):
+    "First lines of the text printed by visible cells (not hidden, not show_doc), as saved in the notebook."
+    lines = []
+    for c in nb.cells:
+        if c.cell_type != "code" or re.match(r"#\|\s*(hide|export)", c.source) or "show_doc(" in c.source: continue
+        for o in c.get("outputs", []):
+            t = o.get("text") if o.output_type == "stream" else o.get("data", {}).get("text/plain")
+            if isinstance(t, list): t = "".join(t)
+            first = words((t or "").strip().splitlines()[0]) if (t or "").strip() else ""
+            if len(first) >= 8 and not first.startswith("<"): lines.append(first)
+    return lines
+
+def image_outputs(nb):
+    return sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+               if "image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {}))
+
+def test_every_page_renders_without_errors(rendered):
+    assert rendered.returncode == 0, f"docs build failed:\n{rendered.stdout[-2000:]}\n{rendered.stderr[-6000:]}"
+    missing = [s for s in NOTEBOOKS if not (OUT / f"{s}.html").exists()]
+    assert not missing, f"no page for {missing}"
+
+@pytest.mark.parametrize("stem", NOTEBOOKS)
+def test_page_has_title_prose_and_outputs(rendered, stem):
+    page = OUT / f"{stem}.html"
+    if not page.exists(): pytest.fail(f"{stem}.html was not rendered:\n{rendered.stderr[-3000:]}")
+    nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
+    body, text = page.read_text(encoding="utf-8"), text_of(page)
+    title = nb.cells[0].source.splitlines()[0].lstrip("# ").strip()
+    title_text = words(re.sub(r"[`*]", "", title))
+    h1 = re.search(r"<h1[^>]*>(.*?)</h1>", body, re.S)
+    assert h1 and title_text in words(html.unescape(re.sub(r"<[^>]+>", "", h1.group(1)))), f"{stem}: title {title!r}"
+    assert f"<title>{title}</title>" in body or f"<title>{html.escape(title)}</title>" in body, f"{stem}: <title>"
+    for s in prose_snippets(nb):
+        assert s in text, f"{stem}: prose {s!r} is not on the page"
+    for line in saved_text_outputs(nb):
+        assert line in text, f"{stem}: output {line!r} is not on the page"
+    assert body.count("<img") >= image_outputs(nb), f"{stem}: figures missing"
+
+@pytest.mark.parametrize("stem", [s for s in NOTEBOOKS if s != "index"])
+def test_exported_api_is_documented(rendered, stem):
+    "Every function and class a chapter's module defines (its __all__) has a show_doc section on its page."
+    nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
+    m = re.search(r"#\|\s*default_exp\s+(\S+)", "\n".join(c.source for c in nb.cells if c.cell_type == "code"))
+    if not m: pytest.skip(f"{stem} exports no module")
+    page = OUT / f"{stem}.html"
+    if not page.exists(): pytest.fail(f"{stem}.html was not rendered")
+    mod = importlib.import_module(f"llmbook.{m.group(1)}")
+    body = page.read_text(encoding="utf-8")
+    names = [n for n in getattr(mod, "__all__", []) if (inspect.isfunction(o := getattr(mod, n)) or inspect.isclass(o))
+             and getattr(o, "__module__", "") == mod.__name__ and not getattr(o, "__qualname__", n).startswith("_")]
+    undocumented = [n for n in names if f'id="{n}"' not in body]
+    assert not undocumented, f"{stem}: no show_doc for {undocumented}"
+
+def test_every_chapter_has_its_outputs_saved():
+    "The pages show saved outputs: a chapter whose cells print or draw must have been executed (tools/execute_nbs.py)."
+    unexecuted = []
+    for stem in NOTEBOOKS:
+        nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code" and not re.match(r"#\|\s*(hide|export|slow)", c.source)
+                and re.search(r"\bprint\(|plt\.|show_doc\(", c.source)]
+        if code and not any(c.get("outputs") for c in code): unexecuted.append(stem)
+    assert not unexecuted, f"no saved outputs in {unexecuted}: run python tools/execute_nbs.py {' '.join(unexecuted)}"
+
+def test_readme_is_what_index_says():
+    want = docs_html.readme_markdown()
+    have = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert have == want, "README.md is out of date: run python tools/docs_html.py --readme"
+
+def test_readme_has_quick_start_and_chapter_map():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "bash tools/setup.sh" in readme and "llmbook generate" in readme
+    for stem in NOTEBOOKS:
+        if stem != "index": assert f"(nbs/{stem}.ipynb)" in readme, f"README does not link chapter {stem}"
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium here")
+@pytest.mark.parametrize("stem", ["index", "04_attention"])
+def test_screenshot(rendered, stem):
+    "A headless browser draws the page: the screenshot is not blank (look at it: tests/artifacts/screenshots/)."
+    page = OUT / f"{stem}.html"
+    if not page.exists(): pytest.fail(f"{stem}.html was not rendered")
+    shots = ROOT / "tests" / "artifacts" / "screenshots"; shots.mkdir(parents=True, exist_ok=True)
+    png = shots / f"{stem}.png"; png.unlink(missing_ok=True)
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                    f"--screenshot={png}", "--window-size=1280,2000", page.as_uri()],
+                   capture_output=True, timeout=120)
+    assert png.exists(), "chromium wrote no screenshot"
+    import matplotlib.image as mpimg
+    img = mpimg.imread(png)
+    assert img.shape[:2] == (2000, 1280)
+    assert img[..., :3].std() > 0.05, "the screenshot is (nearly) one colour"
