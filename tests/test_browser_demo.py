@@ -104,9 +104,12 @@ def test_demo_in_jupyterlab(lab):
             assert generated.strip(), f"no generated text on the page; status: {status.inner_text()}"
             assert "Error" not in status.inner_text()
             expect(app.locator(".llmbook-candidates")).to_contain_text("was drawn with p =")
-            app.locator(".llmbook-boundaries input").check()                  # boxes drawn around the tokens
-            expect(text.locator("span[style*='border']").first).to_be_visible()
-            app.locator(".llmbook-text").scroll_into_view_if_needed()
+            app.locator(".llmbook-boundaries input").check()       # the tokens as buttons: click one
+            chips = app.locator(".llmbook-chips button")
+            expect(chips.first).to_be_visible()
+            chips.nth(2).click()
+            expect(app.locator(".llmbook-candidates")).to_contain_text("token #2:")
+            app.locator(".llmbook-chips").scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "demo_jupyterlab.png"), full_page=False)
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "demo_jupyterlab_failure.png"))
