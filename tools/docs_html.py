@@ -34,7 +34,9 @@ def process_one(stem):
     "Worker: nbdev's doc processing of one notebook into _proc/. Returns (stem, error text or None)."
     from execnb.nbio import read_nb, write_nb
     from nbdev.processors import FilterDefaults
+    import warnings
     os.chdir(ROOT); os.environ["IN_TEST"] = "1"      # as nbdev's own processing runs it
+    warnings.filterwarnings("ignore", message="Found cells containing imports")   # the error says which cell
     try:
         nb = read_nb(NBS / f"{stem}.ipynb")
         FilterDefaults()(nb)
