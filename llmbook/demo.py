@@ -6,7 +6,7 @@
 __all__ = ['TEXT_STYLE', 'STOP_REASONS', 'prob_color', 'token_tooltip', 'token_span', 'grey', 'text_html', 'chip_label',
            'token_chip', 'line_break', 'piece_text', 'candidates_html', 'Request', 'parse_seed', 'transcript', 'App']
 
-# %% ../nbs/11_demo.ipynb #4de33d26
+# %% ../nbs/11_demo.ipynb #b308bf43
 import html, threading, time
 from dataclasses import dataclass
 import numpy as np
@@ -15,13 +15,13 @@ from .model import Model
 from .sampling import SamplerSettings
 from .generate import load, TokenStep
 
-# %% ../nbs/11_demo.ipynb #c5caf10f
+# %% ../nbs/11_demo.ipynb #1d3497bb
 def prob_color(p: float) -> str:
     "A CSS background colour for a probability: strong red near 0, yellow at 0.5, pale green near 1."
     p = min(max(float(p), 0.0), 1.0)
     return f"hsl({120 * p:.0f}, 80%, {62 + 32 * p:.0f}%)"
 
-# %% ../nbs/11_demo.ipynb #a9a57c0c
+# %% ../nbs/11_demo.ipynb #a01cba7a
 TEXT_STYLE = "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 13px; line-height: 1.7;"
 
 def token_tooltip(i: int, r: TokenStep) -> str:
@@ -42,7 +42,7 @@ def text_html(steps, prompt: str = "", selected: int | None = None, tail: str = 
     spans = [token_span(i, r, i == selected) for i, r in enumerate(steps)]
     return f'<div style="{TEXT_STYLE}">{grey(prompt)}{"".join(spans)}{html.escape(tail)}</div>'
 
-# %% ../nbs/11_demo.ipynb #96f61270
+# %% ../nbs/11_demo.ipynb #e5cb98f8
 def chip_label(piece: str) -> str:
     "A token's text as a button label: spaces kept (non-breaking), ↵ for a newline, ⇥ for a tab, ∅ for nothing."
     if piece == "": return "∅"
@@ -60,7 +60,7 @@ def line_break() -> W.Box:
     "An empty box as wide as a wrapping row: what follows it starts a new line."
     return W.Box(layout=W.Layout(width="100%", height="0px"))
 
-# %% ../nbs/11_demo.ipynb #d0a0355e
+# %% ../nbs/11_demo.ipynb #39c7b6c1
 def piece_text(tokenizer, tid: int) -> str:
     "A token's text, for display: its bytes decoded (broken UTF-8 shows as U+FFFD), control tokens by name."
     return tokenizer.token_to_piece(int(tid), True).decode("utf-8", errors="replace")
@@ -82,7 +82,7 @@ def candidates_html(r: TokenStep, tokenizer, top: int = 10, index: int | None = 
              f"p = {r.prob:.3f} among {len(ids)} candidate{'s' * (len(ids) != 1)}</div>")
     return f'<div style="font-family: var(--jp-code-font-family, monospace); font-size: 12px;">{title}{"".join(rows)}</div>'
 
-# %% ../nbs/11_demo.ipynb #66bd4243
+# %% ../nbs/11_demo.ipynb #10b43e03
 STOP_REASONS = {"eos": "the model ended its text", "stop": "a stop string appeared", "length": "max tokens reached",
                 "context": "the context is full", "cancelled": "you pressed Stop"}
 
@@ -103,13 +103,13 @@ def parse_seed(text: str) -> int | None:
     if not 0 <= seed < 2**32: raise ValueError(f"the seed must be between 0 and {2**32 - 1}, got {seed}")
     return seed
 
-# %% ../nbs/11_demo.ipynb #1d0d734c
+# %% ../nbs/11_demo.ipynb #2a968098
 def transcript(messages, prompt: str) -> str:
     "The conversation so far and the new user message, as the grey text before a chat answer."
     turns = [f"{m['role']}: {m['content']}" for m in messages] + [f"user: {prompt}"]
     return "\n\n".join(turns) + "\n\nassistant: "
 
-# %% ../nbs/11_demo.ipynb #7eb1800d
+# %% ../nbs/11_demo.ipynb #1fdda756
 def _slider(cls, description, value, lo, hi, step, fmt=None):
     style = {"description_width": "7.5em"}
     kw = dict(readout_format=fmt) if fmt else {}
@@ -137,9 +137,9 @@ class App:
         self.mode = W.ToggleButtons(options=[("chat", "chat"), ("completion", "completion")], value="chat",
                                     tooltips=["a conversation, through the model's chat template",
                                               "the model continues your text"], style={"button_width": "8.5em"})
-        self.generate_button = W.Button(description="Generate", button_style="primary", icon="play", layout=W.Layout(width="9em"))
-        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True, layout=W.Layout(width="7em"))
-        self.new_chat_button = W.Button(description="New chat", icon="refresh", layout=W.Layout(width="9em"),
+        self.generate_button = W.Button(description="▶ Generate", button_style="primary", layout=W.Layout(width="9em"))
+        self.stop_button = W.Button(description="■ Stop", button_style="danger", disabled=True, layout=W.Layout(width="7em"))
+        self.new_chat_button = W.Button(description="New chat", layout=W.Layout(width="9em"),
                                         tooltip="forget the conversation (chat mode continues it otherwise)")
         self.boundaries = W.Checkbox(value=False, description="token boundaries", indent=False, layout=W.Layout(width="auto"))
         self.max_tokens = _slider(W.IntSlider, "max tokens", 128, 1, 1024, 1)
