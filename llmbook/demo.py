@@ -6,7 +6,7 @@
 __all__ = ['TEXT_STYLE', 'STOP_REASONS', 'prob_color', 'token_tooltip', 'token_span', 'grey', 'text_html', 'chip_label',
            'token_chip', 'line_break', 'piece_text', 'candidates_html', 'Request', 'parse_seed', 'transcript', 'App']
 
-# %% ../nbs/11_demo.ipynb #b308bf43
+# %% ../nbs/11_demo.ipynb #b0445e25
 import html, threading, time
 from dataclasses import dataclass
 import numpy as np
@@ -15,13 +15,13 @@ from .model import Model
 from .sampling import SamplerSettings
 from .generate import load, TokenStep
 
-# %% ../nbs/11_demo.ipynb #1d3497bb
+# %% ../nbs/11_demo.ipynb #000bfa2d
 def prob_color(p: float) -> str:
     "A CSS background colour for a probability: strong red near 0, yellow at 0.5, pale green near 1."
     p = min(max(float(p), 0.0), 1.0)
     return f"hsl({120 * p:.0f}, 80%, {62 + 32 * p:.0f}%)"
 
-# %% ../nbs/11_demo.ipynb #a01cba7a
+# %% ../nbs/11_demo.ipynb #818d8bfb
 TEXT_STYLE = "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 13px; line-height: 1.7;"
 
 def token_tooltip(i: int, r: TokenStep) -> str:
@@ -42,7 +42,7 @@ def text_html(steps, prompt: str = "", selected: int | None = None, tail: str = 
     spans = [token_span(i, r, i == selected) for i, r in enumerate(steps)]
     return f'<div style="{TEXT_STYLE}">{grey(prompt)}{"".join(spans)}{html.escape(tail)}</div>'
 
-# %% ../nbs/11_demo.ipynb #e5cb98f8
+# %% ../nbs/11_demo.ipynb #bd10f0ae
 def chip_label(piece: str) -> str:
     "A token's text as a button label: spaces kept (non-breaking), ↵ for a newline, ⇥ for a tab, ∅ for nothing."
     if piece == "": return "∅"
@@ -60,7 +60,7 @@ def line_break() -> W.Box:
     "An empty box as wide as a wrapping row: what follows it starts a new line."
     return W.Box(layout=W.Layout(width="100%", height="0px"))
 
-# %% ../nbs/11_demo.ipynb #39c7b6c1
+# %% ../nbs/11_demo.ipynb #1d679d22
 def piece_text(tokenizer, tid: int) -> str:
     "A token's text, for display: its bytes decoded (broken UTF-8 shows as U+FFFD), control tokens by name."
     return tokenizer.token_to_piece(int(tid), True).decode("utf-8", errors="replace")
@@ -82,7 +82,7 @@ def candidates_html(r: TokenStep, tokenizer, top: int = 10, index: int | None = 
              f"p = {r.prob:.3f} among {len(ids)} candidate{'s' * (len(ids) != 1)}</div>")
     return f'<div style="font-family: var(--jp-code-font-family, monospace); font-size: 12px;">{title}{"".join(rows)}</div>'
 
-# %% ../nbs/11_demo.ipynb #10b43e03
+# %% ../nbs/11_demo.ipynb #c4df46df
 STOP_REASONS = {"eos": "the model ended its text", "stop": "a stop string appeared", "length": "max tokens reached",
                 "context": "the context is full", "cancelled": "you pressed Stop"}
 
@@ -103,13 +103,13 @@ def parse_seed(text: str) -> int | None:
     if not 0 <= seed < 2**32: raise ValueError(f"the seed must be between 0 and {2**32 - 1}, got {seed}")
     return seed
 
-# %% ../nbs/11_demo.ipynb #2a968098
+# %% ../nbs/11_demo.ipynb #99da04a9
 def transcript(messages, prompt: str) -> str:
     "The conversation so far and the new user message, as the grey text before a chat answer."
     turns = [f"{m['role']}: {m['content']}" for m in messages] + [f"user: {prompt}"]
     return "\n\n".join(turns) + "\n\nassistant: "
 
-# %% ../nbs/11_demo.ipynb #1fdda756
+# %% ../nbs/11_demo.ipynb #c5f8b620
 def _slider(cls, description, value, lo, hi, step, fmt=None):
     style = {"description_width": "7.5em"}
     kw = dict(readout_format=fmt) if fmt else {}
