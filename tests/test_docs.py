@@ -39,7 +39,8 @@ def prose_snippets(nb, n=3):
         if c.cell_type != "markdown": continue
         for para in c.source.split("\n\n"):
             line = words(para)
-            if line.startswith(("#", ">", "|", "*", "-", "```", "<", "$")) or len(line) < 60: continue
+            if line.startswith(("#", ">", "|", "*", "-", "```", "<", "$")) or re.match(r"\d+\. ", line) or len(line) < 60:
+                continue
             m = re.match(r"[A-Za-z ,;:'()0-9.-]{40,}", line)          # a stretch without markdown syntax
             if m: out.append(m.group(0).strip())
         if len(out) >= n: break
@@ -47,10 +48,11 @@ def prose_snippets(nb, n=3):
 
 def saved_text_outputs(nb):
     "First lines of the text printed by visible cells (not hidden, not show_doc), as saved in the notebook."
-    lines = []
+    lines, richer = [], ("text/html", "text/markdown", "image/png", "image/svg+xml", "application/vnd.jupyter.widget-view+json")
     for c in nb.cells:
         if c.cell_type != "code" or re.match(r"#\|\s*(hide|export)", c.source) or "show_doc(" in c.source: continue
         for o in c.get("outputs", []):
+            if any(k in o.get("data", {}) for k in richer): continue      # the page shows that form, not the text
             t = o.get("text") if o.output_type == "stream" else o.get("data", {}).get("text/plain")
             if isinstance(t, list): t = "".join(t)
             first = words((t or "").strip().splitlines()[0]) if (t or "").strip() else ""
@@ -138,3 +140,24 @@ def test_screenshot(rendered, stem):
     img = mpimg.imread(png)
     assert img.shape[:2] == (2000, 1280)
     assert img[..., :3].std() > 0.05, "the screenshot is (nearly) one colour"
+
+CHAPTERS = [s for s in NOTEBOOKS if re.match(r"\d\d_", s)]
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_chapter_opens_with_what_it_builds_and_closes_with_what_comes_next(stem):
+    nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
+    md = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    first = md[0].splitlines()
+    assert first[0].startswith("# ") and any(l.startswith("> ") for l in first), f"{stem}: no title and summary line"
+    assert len(md) > 1 and len(md[1]) > 200, f"{stem}: no opening prose after the title"
+    closing = [s for s in md if re.search(r"^## (What's next|Where to go from here)", s, re.M)]
+    assert closing, f"{stem}: no closing section saying what the next chapter adds"
+    last_exp = max((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source in closing))
+    assert last_exp >= len(nb.cells) - 4, f"{stem}: the closing section is not at the end"
+
+@pytest.mark.parametrize("stem", [s for s in CHAPTERS if s != "12_cli"])
+def test_chapter_has_a_figure(stem):
+    "Every chapter but the CLI's draws at least one picture (matplotlib), saved with the notebook's outputs."
+    nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
+    assert any("plt." in c.source for c in nb.cells if c.cell_type == "code"), f"{stem}: no figure"
+    assert image_outputs(nb) >= 1, f"{stem}: figures not saved: run python tools/execute_nbs.py {stem}"

@@ -80,10 +80,16 @@ def to_page(nb):
             if opts.get("echo") == "false" or not c.source.strip(): tags.add("remove_input")
             if opts.get("output") == "false": tags.add("remove_output")
             c.metadata["tags"] = sorted(tags)
+            for o in c.get("outputs", []):
+                if "text/markdown" in o.get("data", {}): o.data["text/markdown"] = quarto_attrs_to_html(o.data["text/markdown"])
         cells.append(c)
     nb.cells = cells
     nb.metadata.setdefault("language_info", {"name": "python"})   # nbdev_clean drops it; exporters want it
     return nb
+
+def quarto_attrs_to_html(md):
+    "show_doc writes `[source](url){target=... style=...}`, Quarto's link attributes: make it a plain HTML link."
+    return re.sub(r'\[([^\]]+)\]\(([^)\s]+)\)\{([^}]*)\}', lambda m: f'<a href="{m[2]}" {m[3]}>{m[1]}</a>', md)
 
 def local_links(body, stems):
     "nbdev links names to the Quarto site's pages (`<doc_host><doc_baseurl>/gguf.html#...`); point them at ours."
@@ -106,6 +112,7 @@ body { margin: 0; }
 .llmbook-nav a.current { font-weight: bold; color: #000; }
 .llmbook-nav .brand { font-size: 1.3em; font-weight: bold; margin-bottom: .6rem; }
 .llmbook-main { flex: 1; min-width: 0; max-width: 60rem; padding: 0 1rem; }
+.jp-RenderedMarkdown pre { background: #f6f8fa; padding: .6em .8em; border-radius: 4px; }
 .jp-Notebook blockquote { font-style: italic; color: #555; border-left: 3px solid #ccc; margin-left: 0; padding-left: 1em; }
 """
 
@@ -125,7 +132,7 @@ def render_html(names=(), workers=2, out=None):
     OUT.mkdir(exist_ok=True)
     pages = {s: to_page(nbformat.read(PROC / f"{s}.ipynb", as_version=4)) for s in stems if s not in errors}
     toc = [(s, title_of(nb)) for s, nb in pages.items()]
-    exporter = HTMLExporter(template_name="lab", config={"TagRemovePreprocessor": {
+    exporter = HTMLExporter(template_name="lab", exclude_input_prompt=True, exclude_output_prompt=True, config={"TagRemovePreprocessor": {
         "enabled": True, "remove_input_tags": {"remove_input"}, "remove_cell_tags": {"remove_cell"},
         "remove_all_outputs_tags": {"remove_output"}}})
     for stem, nb in pages.items():
