@@ -26,9 +26,18 @@ def page_order():
         for it in items:
             if isinstance(it, str): yield Path(it).stem
             elif isinstance(it, dict): yield from walk(it.get("contents", []))
-    side = yaml.safe_load((NBS / "sidebar.yml").read_text())["website"]["sidebar"]["contents"]
-    listed = [s for s in walk(side) if (NBS / f"{s}.ipynb").exists()]
+    listed = [s for s in walk(sidebar()) if (NBS / f"{s}.ipynb").exists()]
     return listed + sorted(p.stem for p in NBS.glob("*.ipynb") if p.stem not in listed)
+
+def sidebar(): return yaml.safe_load((NBS / "sidebar.yml").read_text())["website"]["sidebar"]["contents"]
+
+def section_of():
+    "Page stem -> the sidebar section it is listed under (None at the top level)."
+    out = {}
+    for it in sidebar():
+        if isinstance(it, str): out[Path(it).stem] = None
+        else: out.update({Path(p).stem: it.get("section") for p in it.get("contents", []) if isinstance(p, str)})
+    return out
 
 def process_one(stem):
     "Worker: nbdev's doc processing of one notebook into _proc/. Returns (stem, error text or None)."
@@ -110,6 +119,7 @@ body { margin: 0; }
   padding: 1rem; box-sizing: border-box; border-right: 1px solid #ddd; font: 14px/1.5 sans-serif; background: #fafafa; }
 .llmbook-nav a { display: block; color: #245; text-decoration: none; padding: .1rem 0; }
 .llmbook-nav a.current { font-weight: bold; color: #000; }
+.llmbook-nav .section { margin-top: .8rem; font-size: .8em; text-transform: uppercase; letter-spacing: .05em; color: #777; }
 .llmbook-nav .brand { font-size: 1.3em; font-weight: bold; margin-bottom: .6rem; }
 .llmbook-main { flex: 1; min-width: 0; max-width: 60rem; padding: 0 1rem; }
 .jp-RenderedMarkdown pre { background: #f6f8fa; padding: .6em .8em; border-radius: 4px; }
@@ -117,8 +127,14 @@ body { margin: 0; }
 """
 
 def nav(pages, current):
-    links = "".join(f'<a href="{s}.html"{" class=current" if s == current else ""}>{html.escape(t or s)}</a>'
-                    for s, t in pages)
+    "The sidebar: every page by its title, under the section headings of nbs/sidebar.yml."
+    links, last, sections = [], None, section_of()
+    for s, t in pages:
+        if (sec := sections.get(s)) and sec != last: links.append(f'<div class="section">{html.escape(sec)}</div>')
+        last = sec
+        label = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(t or s))
+        links.append(f'<a href="{s}.html"{" class=current" if s == current else ""}>{label}</a>')
+    links = "".join(links)
     return f'<nav class="llmbook-nav"><div class="brand"><a href="index.html">llmbook</a></div>{links}</nav>'
 
 def render_html(names=(), workers=2, out=None):
