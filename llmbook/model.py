@@ -4,10 +4,11 @@
 
 # %% auto #0
 __all__ = ['SUPPORTED_ARCHS', 'LINEAR_SLAB_BYTES', 'BACKENDS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_INSTALL', 'PREFETCH_ROWS',
-           'DECODE_MATVEC', 'SCRATCH_FLOATS', 'UnsupportedModelError', 'ModelConfig', 'LayerWeights', 'ModelWeights',
-           'load_weights', 'linear', 'Model', 'default_model_path', 'qkv_to_cache', 'prefetch', 'matvec_q4_prefetch',
-           'matvec_q8_prefetch', 'decode_matvec', 'pack_weights', 'Projection', 'Workspace', 'LayerPlan',
-           'KernelEngine', 'write_random_model', 'numba_cache_stats', 'benchmark']
+           'DECODE_MATVEC', 'GELU_2C', 'SCRATCH_FLOATS', 'UnsupportedModelError', 'ModelConfig', 'LayerWeights',
+           'ModelWeights', 'load_weights', 'linear', 'Model', 'default_model_path', 'qkv_to_cache', 'prefetch',
+           'matvec_q4_prefetch', 'matvec_q8_prefetch', 'decode_matvec', 'geglu_rows', 'swiglu_rows', 'pack_weights',
+           'Projection', 'Workspace', 'LayerPlan', 'KernelEngine', 'write_random_model', 'numba_cache_stats',
+           'benchmark']
 
 # %% ../nbs/06_model.ipynb #aab23454
 from dataclasses import dataclass, field
@@ -503,6 +504,27 @@ def decode_matvec(pm: K.PackedMatrix):
     "The matrix x vector kernel the engine uses for a packed matrix."
     return DECODE_MATVEC.get(pm.layout, pm._matvec)
 
+# %% ../nbs/06_model.ipynb #8f94bcc6
+GELU_2C = np.float32(-2 * math.sqrt(2 / math.pi))
+
+@njit(cache=True, fastmath=K.FAST, parallel=True)
+def geglu_rows(gate_up, out):
+    "out `(n, n_ff)` = gelu_tanh(gate) * up for stacked gate|up rows `(n, 2 n_ff)`; 0.5(1 + tanh(u)) = 1/(1 + exp(-2u))."
+    n_ff = out.shape[1]
+    for t in prange(out.shape[0]):
+        for i in range(n_ff):
+            x = gate_up[t, i]
+            out[t, i] = x / (np.float32(1) + np.exp(GELU_2C * (x + np.float32(0.044715) * x * x * x))) * gate_up[t, n_ff + i]
+
+@njit(cache=True, fastmath=K.FAST, parallel=True)
+def swiglu_rows(gate_up, out):
+    "out `(n, n_ff)` = silu(gate) * up for stacked gate|up rows `(n, 2 n_ff)`."
+    n_ff = out.shape[1]
+    for t in prange(out.shape[0]):
+        for i in range(n_ff):
+            g = gate_up[t, i]
+            out[t, i] = g / (np.float32(1) + np.exp(-g)) * gate_up[t, n_ff + i]
+
 # %% ../nbs/06_model.ipynb #e7d67df9
 def pack_weights(*tensors: QTensor) -> K.PackedMatrix:
     """`kernels.pack`, for any type the readable path reads: a type without a kernel (Q2_K, Q3_K, BF16, ...) is
@@ -622,7 +644,7 @@ class KernelEngine:
             a.next_norm = b.attn_norm if b is not None else weights.output_norm
         self.head_matvec = decode_matvec(self.head)
         self.embed_scale = np.float32(c.embed_scale)
-        self.activation = K.geglu_stacked if c.ffn_act == "gelu_tanh" else K.swiglu_stacked
+        self.activation = geglu_rows if c.ffn_act == "gelu_tanh" else swiglu_rows
         self.n_qkv = self.layers[0].qkv.n_rows
         self.rope_cos, self.rope_sin, self.n_rope = [None] * len(self.freqs), [None] * len(self.freqs), 0
         self.workspaces = weakref.WeakKeyDictionary()      # cache -> its decode Workspace
