@@ -1,0 +1,70 @@
+"""The speed table of the book's index page: llmbook against llama.cpp, same machine, same files, same threads.
+
+    python tools/bench_index.py                 # both real models, 2 threads
+    REFPY=/path/to/python-with-llama_cpp python tools/bench_index.py --threads 4
+
+llmbook's side is `llmbook bench --json` (a random prompt of N token ids, then greedy decoding, best of R
+runs). llama.cpp's side (through llama-cpp-python, in its own interpreter: llmbook never imports it) runs the
+same prompt ids (numpy's generator, same seed) the same way: `eval(prompt)`, then one token at a time.
+The two sides alternate for a few rounds and the best of each counts, so that load from other programs
+on the machine does not favour one side.
+Prints the Markdown rows for nbs/index.ipynb ("How fast, against llama.cpp").
+"""
+import argparse, json, os, subprocess, sys, tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from conftest import smollm2_file, gemma3_file  # noqa: E402  (where the tests find the real models)
+
+LLAMA_CPP = r"""
+import json, sys, time, numpy as np
+from llama_cpp import Llama
+path, n_prompt, n_gen, repeat, threads = sys.argv[1], *map(int, sys.argv[2:6])
+llm = Llama(model_path=path, n_ctx=n_prompt + n_gen + 8, n_threads=threads, n_threads_batch=threads, verbose=False)
+prompt = np.random.default_rng(0).integers(0, llm.n_vocab(), n_prompt).tolist()
+def run():
+    llm.reset(); t0 = time.perf_counter(); llm.eval(prompt); t1 = time.perf_counter()
+    token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    for _ in range(n_gen):
+        llm.eval([token]); token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    return t1 - t0, time.perf_counter() - t1
+run()                                                  # warm-up
+best = [min(t) for t in zip(*(run() for _ in range(repeat)))]
+print(json.dumps(dict(prefill=n_prompt / best[0], decode=n_gen / best[1])))
+"""
+
+def llmbook_side(path, a):
+    cmd = [str(ROOT / ".venv" / "bin" / "llmbook"), "bench", "--model", str(path), "--threads", str(a.threads),
+           "--prompt-tokens", str(a.prompt_tokens), "--gen-tokens", str(a.gen_tokens), "--repeat", str(a.repeat), "--json"]
+    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+
+def llama_cpp_side(path, a):
+    cmd = [a.refpy, "-c", LLAMA_CPP, str(path), str(a.prompt_tokens), str(a.gen_tokens), str(a.repeat), str(a.threads)]
+    with tempfile.TemporaryDirectory() as empty:      # `-c` puts the cwd on sys.path: keep stray modules out
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=empty)
+    if r.returncode: sys.exit(f"llama.cpp side failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompt-tokens", type=int, default=64)
+    ap.add_argument("--gen-tokens", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per process (best counts)")
+    ap.add_argument("--rounds", type=int, default=3, help="processes per side, alternating (best counts)")
+    ap.add_argument("--refpy", default=os.environ.get("REFPY", "/work/ref/venv/bin/python"))
+    a = ap.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    for name, path in (("SmolLM2-135M-Instruct Q4_1", smollm2_file()), ("Gemma 3 270M Q4_K_M", gemma3_file())):
+        if path is None: print(f"| {name} | {a.threads} | (model not installed) |||||"); continue
+        ours, ref = {}, {}
+        for _ in range(a.rounds):          # alternate the two sides: a burst of load elsewhere hits both alike
+            for best, side in ((ours, llmbook_side), (ref, llama_cpp_side)):
+                r = side(path, a)
+                for k in ("prefill", "decode"): best[k] = max(best.get(k, 0.0), r[k])
+        print(f"| {name} | {a.threads} | {ours['prefill']:.0f} | {ref['prefill']:.0f} | "
+              f"{ours['decode']:.1f} | {ref['decode']:.1f} |", flush=True)
+
+if __name__ == "__main__":
+    main()
