@@ -11,7 +11,10 @@ import math
 import numpy as np
 
 # %% ../nbs/04_attention.ipynb #8e8aa4f7
-def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+def rms_norm(x: np.ndarray, # vectors along the last axis: `(n_embd,)`, `(n, n_embd)` or `(n, n_heads, head_dim)`
+             w: np.ndarray, # the learned weight, one per element of a vector
+             eps: float     # added to the mean square (the file's `layer_norm_rms_epsilon`)
+            ) -> np.ndarray:
     "Scale each vector along the last axis of `x` to unit RMS, then multiply by the weight `w`."
     x = np.asarray(x, dtype=np.float32)
     ms = np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True)   # sum in f64, as ggml does

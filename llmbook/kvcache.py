@@ -29,7 +29,12 @@ class KVSnapshot:
 
 class KVCache:
     "Keys and values of past tokens for every layer: float32 `(n_layers, n_kv_heads, n_ctx, head_dim)`, allocated once."
-    def __init__(self, n_layers: int, n_kv_heads: int, n_ctx: int, head_dim: int, max_bytes: int | None = None):
+    def __init__(self,
+                 n_layers: int,                 # one K and one V block per layer
+                 n_kv_heads: int,               # KV heads per layer (fewer than query heads with GQA)
+                 n_ctx: int,                    # positions the context holds
+                 head_dim: int,                 # values per head
+                 max_bytes: int | None = None): # refuse (ValueError) a cache larger than this, instead of allocating it
         shape = tuple(_positive_int(n, v) for n, v in
                       (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("n_ctx", n_ctx), ("head_dim", head_dim)))
         nbytes = 2 * 4 * int(np.prod(shape, dtype=np.int64))

@@ -399,7 +399,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 class Tokenizer(Vocab):
     "A llama.cpp-compatible tokenizer for `gpt2` (byte-level BPE) and `llama` (SentencePiece BPE) GGUF vocabularies."
 
-    def encode(self, text: str, add_special: bool = True, parse_special: bool = False) -> list:
+    def encode(self,
+               text: str,                    # the text (a str; lone surrogates become U+FFFD)
+               add_special: bool = True,     # add BOS/EOS where the model's metadata asks for them
+               parse_special: bool = False   # let control tokens written in the text become those tokens
+              ) -> list:                     # token ids (ints)
         """Token ids of `text`, as llama.cpp's `llama_tokenize(text, add_special, parse_special)`:
         `add_special` adds BOS/EOS where the model asks for them (`add_bos_token`, `add_eos_token`);
         `parse_special` lets control tokens written in the text (`<|im_start|>`) become those tokens.
