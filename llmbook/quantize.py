@@ -5,6 +5,7 @@
 # %% ../nbs/10_quantize.ipynb #5e430114
 from __future__ import annotations
 import math, re, sys, time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -201,7 +202,6 @@ class QuantizeResult:
     def bits_per_weight(self) -> float: return 8 * sum(p.new_nbytes for p in self.plan) / self.n_weights
 
     def summary(self) -> str:
-        from collections import Counter
         mix = Counter(p.dst.name for p in self.plan)
         return (f"{self.path.name}: {self.ftype.name}, {len(self.plan)} tensors ({', '.join(f'{n} {t}' for t, n in mix.most_common())}), "
                 f"{self.src_bytes / 2**20:.1f} MiB -> {self.dst_bytes / 2**20:.1f} MiB, "
