@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['REQUESTED_THREADING_LAYER', 'BLOCK_DTYPES', 'PREFETCH_ROWS', 'F16_TO_F32', 'PACKERS', 'F16X', 'F32X',
-           'MATVEC_KERNELS', 'ROW_KERNELS', 'FAST', 'GELU_COEF', 'threading_layer', 'physical_cores', 'set_threads',
+           'MATVEC_KERNELS', 'ROW_KERNELS', 'FAST', 'GELU_2C', 'threading_layer', 'physical_cores', 'set_threads',
            'random_qtensor', 'pack_q4_1', 'block_sums', 'matvec_q4_simple', 'nibbles', 'prefetch', 'matvec_q4',
            'quantize_blocks_q8', 'matvec_q4_int8', 'pack_q4_0', 'pack_q4_k', 'pack_q5_0', 'pack_q5_1', 'pack_q5_k',
            'pack_q8_0', 'pack_q6_k', 'pack_f32', 'pack_f16', 'matvec_q5', 'matvec_q8', 'matvec_q6_k', 'matvec_f32',
@@ -770,7 +770,7 @@ def silu_mul(gate, up, out):
     g, u, o = gate.reshape(-1), up.reshape(-1), out.reshape(-1)
     for i in range(g.size): o[i] = g[i] / (np.float32(1) + np.exp(-g[i])) * u[i]
 
-GELU_COEF = np.float32(np.sqrt(2 / np.pi))
+GELU_2C = np.float32(-2 * np.sqrt(2 / np.pi))   # 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3)
 
 @njit(cache=True, fastmath=FAST)
 def gelu_mul(gate, up, out):
@@ -778,20 +778,20 @@ def gelu_mul(gate, up, out):
     g, u, o = gate.reshape(-1), up.reshape(-1), out.reshape(-1)
     for i in range(g.size):
         x = g[i]
-        o[i] = np.float32(0.5) * x * (np.float32(1) + np.tanh(GELU_COEF * (x + np.float32(0.044715) * x * x * x))) * u[i]
+        o[i] = x / (np.float32(1) + np.exp(GELU_2C * (x + np.float32(0.044715) * x * x * x))) * u[i]
 
-@njit(cache=True, fastmath=FAST)
+@njit(cache=True, fastmath=FAST, parallel=True)
 def swiglu_stacked(gate_up, out):
-    "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = silu(gate) * up, row by row."
+    "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = silu(gate) * up, rows in parallel."
     n_ff = out.shape[1]
-    for t in range(out.shape[0]):
+    for t in prange(out.shape[0]):
         silu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
 
-@njit(cache=True, fastmath=FAST)
+@njit(cache=True, fastmath=FAST, parallel=True)
 def geglu_stacked(gate_up, out):
-    "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = gelu_tanh(gate) * up, row by row."
+    "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = gelu_tanh(gate) * up, rows in parallel."
     n_ff = out.shape[1]
-    for t in range(out.shape[0]):
+    for t in prange(out.shape[0]):
         gelu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
 
 # %% ../nbs/03_kernels.ipynb #d3887338
