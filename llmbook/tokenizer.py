@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = ['WHITESPACE_CODEPOINTS', 'PRE_TOKENIZERS', 'BYTE_TO_UNICODE', 'UNICODE_TO_BYTE', 'NOT_A_TOKEN', 'TokenType',
            'TokenAttr', 'TokenizerError', 'unicode_classes', 'PreTokenizer', 'pre_tokenize', 'bytes_to_symbols',
-           'merge_table', 'bpe_merge', 'split_special', 'spm_merge', 'spm_ids', 'sentencepiece_processor', 'Vocab',
-           'Tokenizer', 'StreamDecoder']
+           'merge_table', 'bpe_merge', 'split_special', 'spm_merge', 'spm_ids', 'sentencepiece_model',
+           'sentencepiece_processor', 'Vocab', 'Tokenizer', 'StreamDecoder']
 
 # %% ../nbs/07_tokenizer.ipynb #30b6a4a4
-import codecs, heapq, re, unicodedata
+import codecs, heapq, re, struct, unicodedata
 import numpy as np
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
@@ -39,27 +39,24 @@ class TokenizerError(ValueError):
 WHITESPACE_CODEPOINTS = (*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
                          0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
 
-def _class_body(codepoints) -> str:
-    "A regex character-class body (no brackets) matching exactly `codepoints` (sorted), as ranges."
-    parts, start, prev = [], None, None
-    for cp in list(codepoints) + [None]:
-        if start is not None and (cp is None or cp != prev + 1):
-            parts.append(f"\\U{start:08x}" if start == prev else f"\\U{start:08x}-\\U{prev:08x}")
-            start = None
-        if cp is not None and start is None: start = cp
-        prev = cp
-    return "".join(parts)
+def _class_body(runs) -> str:
+    "A regex character-class body (no brackets) matching the code points of `runs`, (first, last) pairs."
+    return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in runs)
 
 @lru_cache(maxsize=None)
 def unicode_classes() -> dict:
     "Class bodies for letters `L`, numbers `N` and whitespace `S`, from this Python's Unicode database."
-    letters, numbers = [], []
-    category = unicodedata.category
-    for cp in range(0x110000):
-        major = category(chr(cp))[0]
-        if major == "L": letters.append(cp)
-        elif major == "N": numbers.append(cp)
-    return {"L": _class_body(letters), "N": _class_body(numbers), "S": _class_body(WHITESPACE_CODEPOINTS)}
+    runs = {"L": [], "N": []}                     # (first, last) code point of each run of letters, of numbers
+    category, start, major = unicodedata.category, 0, None
+    for cp in range(0x110000 + 1):                # one step past the last code point closes the last run
+        m = category(chr(cp))[0] if cp < 0x110000 else None
+        if m != major:
+            if major in runs: runs[major].append((start, cp - 1))
+            start, major = cp, m
+    spaces = [[cp, cp] for cp in WHITESPACE_CODEPOINTS]
+    for i in range(len(spaces) - 1, 0, -1):       # join neighbours into runs, from the end
+        if spaces[i - 1][1] + 1 == spaces[i][0]: spaces[i - 1][1] = spaces.pop(i)[1]
+    return {"L": _class_body(runs["L"]), "N": _class_body(runs["N"]), "S": _class_body(spaces)}
 
 # %% ../nbs/07_tokenizer.ipynb #de8f8002
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+"
@@ -212,9 +209,24 @@ def spm_ids(symbols: list, token_id: dict, byte_ids: list) -> list:
     return ids
 
 # %% ../nbs/07_tokenizer.ipynb #5d459e27
-def sentencepiece_processor(tokens: list, scores: list, types: list, unk_id: int):
-    "A `sentencepiece.SentencePieceProcessor` for a SentencePiece-BPE vocabulary given as GGUF lists."
-    import sentencepiece as spm
+_SMALL_VARINTS = [bytes([n]) for n in range(0x80)]
+
+def _varint(n: int) -> bytes:
+    "`n` (>= 0) as a protobuf varint: 7 bits a byte, low bits first, the high bit set on all but the last byte."
+    if n < 0x80: return _SMALL_VARINTS[n]
+    out = bytearray()
+    while n >= 0x80: out.append(n & 0x7F | 0x80); n >>= 7
+    out.append(n)
+    return bytes(out)
+
+def _piece_entry(text: str, score: float, kind: int) -> bytes:
+    "One entry of `ModelProto.pieces` in protobuf's wire format: text (field 1), score (field 2), type (field 3)."
+    t = text.encode("utf-8", "surrogateescape")           # the bytes of the GGUF file
+    body = b"\x0a" + _varint(len(t)) + t + b"\x15" + struct.pack("<f", score) + b"\x18" + _varint(kind)
+    return b"\x0a" + _varint(len(body)) + body
+
+def sentencepiece_model(tokens: list, scores: list, types: list, unk_id: int) -> bytes:
+    "A serialized SentencePiece `ModelProto` for a SentencePiece-BPE vocabulary given as GGUF lists."
     from sentencepiece import sentencepiece_model_pb2 as pb
     m = pb.ModelProto()
     m.trainer_spec.model_type = pb.TrainerSpec.BPE
@@ -226,13 +238,23 @@ def sentencepiece_processor(tokens: list, scores: list, types: list, unk_id: int
     m.normalizer_spec.add_dummy_prefix = False
     m.normalizer_spec.remove_extra_whitespaces = False
     m.normalizer_spec.escape_whitespaces = True
+    model = bytearray(m.SerializeToString())             # the specs; the pieces follow
     Piece = pb.ModelProto.SentencePiece
-    for i, (text, score, ttype) in enumerate(zip(tokens, scores, types)):
-        kind = Piece.UNKNOWN if i == unk_id else (ttype if ttype in (1, 2, 3, 4, 5, 6) else Piece.NORMAL)
-        if kind == Piece.UNKNOWN and i != unk_id: kind = Piece.CONTROL    # only one unknown piece is allowed
-        m.pieces.add(piece=text, score=score, type=kind)
+    try:
+        for i, (text, score, ttype) in enumerate(zip(tokens, scores, types)):
+            kind = Piece.UNKNOWN if i == unk_id else (ttype if ttype in (1, 2, 3, 4, 5, 6) else Piece.NORMAL)
+            if kind == Piece.UNKNOWN and i != unk_id: kind = Piece.CONTROL    # only one unknown piece is allowed
+            model += _piece_entry(text, score, kind)
+    except (OverflowError, struct.error) as e:
+        raise TokenizerError(f"token {i}'s score {score!r} is not a float32: {e}") from None
+    return bytes(model)
+
+def sentencepiece_processor(tokens: list, scores: list, types: list, unk_id: int):
+    "A `sentencepiece.SentencePieceProcessor` for a SentencePiece-BPE vocabulary given as GGUF lists."
+    import sentencepiece as spm
     sp = spm.SentencePieceProcessor()
-    sp.LoadFromSerializedProto(m.SerializeToString())
+    try: sp.LoadFromSerializedProto(sentencepiece_model(tokens, scores, types, unk_id))
+    except (RuntimeError, OSError) as e: raise TokenizerError(f"sentencepiece rejected the vocabulary: {e}") from None
     return sp
 
 # %% ../nbs/07_tokenizer.ipynb #29f26324

@@ -220,3 +220,33 @@ def test_sentencepiece_space_prefix():
         sd = StreamDecoder(tok)
         assert "".join(sd.feed(t) for t in c["ids"]) + sd.flush() == tok.decode(c["ids"])
     assert not failures, f"{len(failures)} of {len(fx['cases'])} differ, e.g. {failures[:3]}"
+
+
+def test_merge_whose_result_is_not_a_token():
+    "A rule that makes a text missing from the vocabulary still merges (llama.cpp's way); a final symbol that is not a token falls back to its bytes."
+    md = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-2", "tokenizer.ggml.tokens": ["a", "b", "c", "abc"],
+          "tokenizer.ggml.merges": ["a b", "ab c", "b c"]}
+    tok = Tokenizer(md)
+    assert tok.encode("abc", add_special=False) == [3]            # "ab" is no token, but "ab c" makes "abc"
+    assert tok.encode("ab", add_special=False) == [0, 1]          # "ab" stays a symbol: its bytes' tokens
+    assert tok.encode("bc", add_special=False) == [1, 2]          # "bc" likewise
+    # a repeated rule: the first rank counts; a rule without a space never matches
+    tok = Tokenizer({**md, "tokenizer.ggml.merges": ["b c", "a b", "ab c", "b c", "abc"]})
+    assert tok.encode("abc", add_special=False) == [0, 1, 2]      # "b c" first: "a" + "bc", no rule for "a bc"
+
+
+def test_tokenizer_memory(model):
+    "What the tokenizer itself allocates (the metadata lists are the GGUFFile's): was 16.7 MB / 24.7 MB before tables were slimmed."
+    import tracemalloc
+    name, _, _ = model
+    with GGUFFile(MODELS[name]()) as f:
+        md = f.metadata
+        tracemalloc.start()
+        try:
+            tok = Tokenizer(md)
+            tok.encode("Hello, world! 12345", add_special=False)
+            kept = tracemalloc.get_traced_memory()[0] / 1e6
+        finally: tracemalloc.stop()
+    assert kept < {"smollm2": 6, "gemma3": 3}[name], f"{name}: the tokenizer keeps {kept:.1f} MB"
+    assert tok._token_id is None                                  # text -> id is built only when asked for
+    assert tok.token_id[tok.tokens[tok.eos]] == tok.eos
