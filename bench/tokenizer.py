@@ -4,8 +4,10 @@
 
 The text is the first 100 000 characters of Python's own documentation (`pydoc_data.topics`), so both
 sides read the same bytes without a download. llmbook is timed cold (empty word cache: the first encode
-of a new text) and warm (the same text again); llama.cpp, through llama-cpp-python's `llama_tokenize`,
-runs in `--refpy` (default: $REFPY) and is skipped when none is given.
+of a new text) and warm (the same text again), with the time `Tokenizer(metadata)` takes and the memory
+it keeps (tracemalloc: Python's allocations, so not the C++ side of the `sentencepiece` package).
+llama.cpp, through llama-cpp-python's `llama_tokenize`, runs in `--refpy` (default: $REFPY) and is
+skipped when none is given.
 """
 import argparse, json, os, subprocess, sys, time
 from pathlib import Path
@@ -20,6 +22,25 @@ def english_text(n=N_CHARS) -> str:
     return "\n\n".join(topics[k] for k in sorted(topics))[:n]
 
 
+def tokenizer_cost(metadata: dict, repeats: int = 3) -> dict:
+    """Time of `Tokenizer(metadata)` (best of `repeats`) and the MB it keeps after a first encode
+    (tracemalloc: Python's allocations only, not the C++ of the sentencepiece package)."""
+    import gc, tracemalloc
+    from llmbook.tokenizer import Tokenizer
+    init = float("inf")
+    for _ in range(repeats):
+        gc.collect()
+        t0 = time.perf_counter(); Tokenizer(metadata); init = min(init, time.perf_counter() - t0)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tok = Tokenizer(metadata)
+        tok.encode("warm up the lazily built parts", add_special=False)
+        kept = tracemalloc.get_traced_memory()[0]
+    finally: tracemalloc.stop()
+    return {"init_s": round(init, 4), "kept_mb": round(kept / 1e6, 2)}
+
+
 def bench_llmbook(path: Path, text: str, repeats: int = 3) -> dict:
     from llmbook.gguf import GGUFFile
     from llmbook.tokenizer import Tokenizer
@@ -27,12 +48,13 @@ def bench_llmbook(path: Path, text: str, repeats: int = 3) -> dict:
     with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)
     tok.encode("warm up the lazily built parts", add_special=False)
     load = time.perf_counter() - t0
+    with GGUFFile(path) as f: cost = tokenizer_cost(f.metadata)
     cold = warm = float("inf")
     for _ in range(repeats):
         if hasattr(tok, "_word_cache"): tok._word_cache.clear()
         t0 = time.perf_counter(); ids = tok.encode(text, add_special=False); cold = min(cold, time.perf_counter() - t0)
         t0 = time.perf_counter(); tok.encode(text, add_special=False); warm = min(warm, time.perf_counter() - t0)
-    return {"n_tokens": len(ids), "load_s": round(load, 3), "cold_chars_per_s": round(len(text) / cold),
+    return {"n_tokens": len(ids), "load_s": round(load, 3), **cost, "cold_chars_per_s": round(len(text) / cold),
             "warm_chars_per_s": round(len(text) / warm)}
 
 
@@ -79,7 +101,8 @@ def main(argv=None):
     for name, res in results.items():
         ours = res["llmbook"]
         line = (f"{name:8} llmbook: {ours['cold_chars_per_s'] / 1e6:.2f} M chars/s cold, "
-                f"{ours['warm_chars_per_s'] / 1e6:.2f} M warm, {ours['n_tokens']} tokens, load {ours['load_s']:.2f} s")
+                f"{ours['warm_chars_per_s'] / 1e6:.2f} M warm, {ours['n_tokens']} tokens, load {ours['load_s']:.2f} s "
+                f"(Tokenizer(metadata) {1e3 * ours['init_s']:.0f} ms, keeps {ours['kept_mb']:.1f} MB)")
         ref = res.get("llama.cpp")
         if ref and "chars_per_s" in ref:
             line += (f" | llama.cpp: {ref['chars_per_s'] / 1e6:.2f} M chars/s, {ref['n_tokens']} tokens"
