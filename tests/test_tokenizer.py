@@ -247,6 +247,6 @@ def test_tokenizer_memory(model):
             tok.encode("Hello, world! 12345", add_special=False)
             kept = tracemalloc.get_traced_memory()[0] / 1e6
         finally: tracemalloc.stop()
-    assert kept < {"smollm2": 6, "gemma3": 3}[name], f"{name}: the tokenizer keeps {kept:.1f} MB"
+    assert kept < {"smollm2": 6, "gemma3": 4}[name], f"{name}: the tokenizer keeps {kept:.1f} MB"
     assert tok._token_id is None                                  # text -> id is built only when asked for
     assert tok.token_id[tok.tokens[tok.eos]] == tok.eos
