@@ -3,7 +3,8 @@ estimate for SmolLM2-135M's shapes and a prefill estimate (64 tokens), on random
 
     python bench/bench_kernels.py [--threads N] [--json] [--quick] [--model PATH]
 
-With --model, also times matvec on every distinct (type, shape) of a real GGUF file.
+With --model, also times matvec on every distinct (type, shape) of a real GGUF file and reports the packed
+size of all its matrices against their bytes in the file (per type and in total).
 The machine may be shared: each number is the best of several runs, and it is worth running twice.
 """
 import argparse, json, sys, time
@@ -62,6 +63,22 @@ def bench_prefill(n_tokens=64, n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n
     return dict(blas=blas, n_tokens=n_tokens, ms=s * 1e3, tokens_per_s=n_tokens / s, gmac_per_s=macs / s / 1e9)
 
 
+def model_memory(path):
+    "Packed bytes of every 2-D tensor of a GGUF file against its bytes in the file, in total and per type."
+    from gguf import GGUFReader
+    from llmbook.tensors import QTensor, GGMLType
+    per_type = {}
+    for t in GGUFReader(path).tensors:
+        if len(t.shape) != 2: continue
+        shape = tuple(int(s) for s in t.shape[::-1])
+        qt = QTensor(np.ascontiguousarray(t.data).reshape(-1).view(np.uint8), int(t.tensor_type), shape)
+        f, p = per_type.get(qt.type.name, (0, 0))
+        per_type[qt.type.name] = (f + qt.nbytes, p + K.pack(qt).nbytes)
+    file_bytes, packed_bytes = (sum(v[i] for v in per_type.values()) for i in (0, 1))
+    return dict(file_bytes=file_bytes, packed_bytes=packed_bytes, ratio=packed_bytes / file_bytes,
+                per_type={k: dict(file_bytes=f, packed_bytes=p, ratio=p / f) for k, (f, p) in per_type.items()})
+
+
 def bench_model(path, min_seconds):
     from gguf import GGUFReader
     from llmbook.tensors import QTensor, GGMLType
@@ -96,7 +113,9 @@ def main(argv=None):
     result["matvec"] = bench_matvec(types, shapes, min_s)
     result["decode_step_smollm2"] = K.decode_step_estimate(**SMOLLM2, repeat=3 if args.quick else 10)
     result["prefill_smollm2"] = [bench_prefill(**SMOLLM2, blas=b, repeat=2 if args.quick else 3) for b in (True, False)]
-    if args.model: result["model"] = bench_model(args.model, min_s)
+    if args.model:
+        result["model"] = bench_model(args.model, min_s)
+        result["model_memory"] = model_memory(args.model)
     if args.json:
         print(json.dumps(result, indent=1))
         return result
@@ -113,6 +132,10 @@ def main(argv=None):
               f"{p['tokens_per_s']:.0f} tok/s ({p['gmac_per_s']:.1f} GMAC/s)")
     for r in result.get("model", []):
         print(f"{r['tensor']:28s} {r['type']:5s} {str(tuple(r['shape'])):>14s} {r['us']:9.1f} µs {r['gmac_per_s']:6.2f} GMAC/s")
+    if "model_memory" in result:
+        m = result["model_memory"]
+        print(f"packed matrices: {m['packed_bytes'] / 2**20:.1f} MB for {m['file_bytes'] / 2**20:.1f} MB in the file "
+              f"({m['ratio']:.4f}); " + ", ".join(f"{k} {v['ratio']:.3f}" for k, v in sorted(m["per_type"].items())))
     return result
 
 
