@@ -13,7 +13,7 @@ __all__ = ['REQUESTED_THREADING_LAYER', 'BLOCK_DTYPES', 'PREFETCH_ROWS', 'F8X', 
            'rope', 'attention', 'softmax', 'silu_mul', 'gelu_mul', 'swiglu_stacked', 'geglu_stacked',
            'decode_step_estimate']
 
-# %% ../nbs/03_kernels.ipynb #fb537f01
+# %% ../nbs/03_kernels.ipynb #b2c5a055
 import ctypes, os, sys, time, warnings
 import numpy as np
 import numba
@@ -25,7 +25,7 @@ from .tensors import GGMLType, QTensor, type_info
 from .quants import (BLOCK_Q4_0, BLOCK_Q4_1, BLOCK_Q5_0, BLOCK_Q5_1, BLOCK_Q8_0, BLOCK_Q4_K, BLOCK_Q5_K,
                             BLOCK_Q6_K, unpack_bits, unpack_scales_k4)
 
-# %% ../nbs/03_kernels.ipynb #6f76cf9b
+# %% ../nbs/03_kernels.ipynb #8af5e066
 def _tbb_library_paths() -> list[str]:
     "Where pip, conda or a user install put the TBB runtime, then the bare name for the loader's own search."
     name = {"darwin": "libtbb.12.dylib", "win32": "tbb12.dll"}.get(sys.platform, "libtbb.so.12")
@@ -60,7 +60,7 @@ def _choose_threading_layer() -> str:
 
 REQUESTED_THREADING_LAYER = _choose_threading_layer()
 
-# %% ../nbs/03_kernels.ipynb #53c9e879
+# %% ../nbs/03_kernels.ipynb #3cf83385
 @njit(parallel=True, cache=True)
 def _fill_parallel(out):
     for i in prange(out.size): out[i] = i
@@ -95,7 +95,7 @@ def set_threads(n_threads: int | None = None) -> int:
     numba.set_num_threads(n)
     return n
 
-# %% ../nbs/03_kernels.ipynb #1de89a6c
+# %% ../nbs/03_kernels.ipynb #3368d2b3
 def random_qtensor(ggml_type, shape, seed: int = 0) -> QTensor:
     "A QTensor of `shape` with random levels and small random scales: test and benchmark data for any type."
     t = GGMLType[ggml_type] if isinstance(ggml_type, str) else GGMLType(ggml_type)
@@ -117,7 +117,7 @@ BLOCK_DTYPES = {GGMLType.Q4_0: BLOCK_Q4_0, GGMLType.Q4_1: BLOCK_Q4_1, GGMLType.Q
                 GGMLType.Q5_1: BLOCK_Q5_1, GGMLType.Q8_0: BLOCK_Q8_0, GGMLType.Q4_K: BLOCK_Q4_K,
                 GGMLType.Q5_K: BLOCK_Q5_K, GGMLType.Q6_K: BLOCK_Q6_K}
 
-# %% ../nbs/03_kernels.ipynb #987e16bd
+# %% ../nbs/03_kernels.ipynb #54357ee3
 @intrinsic
 def f16_to_f32(typingctx, bits):
     "The float32 value of IEEE half-precision `bits` (a 16-bit integer), inside numba kernels: one `vcvtph2ps`."
@@ -139,7 +139,7 @@ def pack_q4_1(raw: np.ndarray, n_rows: int):
     b = raw.view(BLOCK_Q4_1)
     return "q4", (_f16_columns(b["d"], n_rows), _f16_columns(b["m"], n_rows), _rows_of(b["qs"], n_rows))
 
-# %% ../nbs/03_kernels.ipynb #c40d7c03
+# %% ../nbs/03_kernels.ipynb #120bd21b
 @njit(cache=True, fastmath=True)
 def block_sums(x, block: int):
     "Sum of each run of `block` values of `x`: the `sum(x_i)` of every weight block."
@@ -165,7 +165,7 @@ def matvec_q4_simple(d, m, qs, x, out):
             acc += f16_to_f32(d[r, b]) * s + f16_to_f32(m[r, b]) * xs[b]
         out[r] = acc
 
-# %% ../nbs/03_kernels.ipynb #1a8b2a7c
+# %% ../nbs/03_kernels.ipynb #fd6c45f6
 @njit(fastmath=True, inline="always")
 def nibbles(byte):
     "Low and high nibble of `byte` as float32, computed in float arithmetic (32-bit vector lanes, no 64-bit ints)."
@@ -235,7 +235,7 @@ def matvec_q4(d, m, qs, x, out):
                 a2 += f16_to_f32(m[r2, b]) * xb; a3 += f16_to_f32(m[r3, b]) * xb
         out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # a repeated last row keeps slot 0's value
 
-# %% ../nbs/03_kernels.ipynb #45723440
+# %% ../nbs/03_kernels.ipynb #68c1e761
 @njit(cache=True, fastmath=True)
 def quantize_blocks_q8(x):
     "Activations to int8 in blocks of 32 with one float scale each (llama.cpp's Q8 activations)."
@@ -277,7 +277,7 @@ def matvec_q4_int8(d, m, qs, x, out):
             d3, m3 = _scale_offset(d, m, r3, b, F8X); a3 += d3 * sb * s3 + m3 * xb
         out[r0] = a0; out[r1] = a1; out[r2] = a2; out[r3] = a3
 
-# %% ../nbs/03_kernels.ipynb #346545fa
+# %% ../nbs/03_kernels.ipynb #e68b6cd1
 def pack_q4_0(raw, n_rows):
     "Q4_0 blocks -> 'q4' layout without offsets: weight = d*(q - 8) = d*q + (-8d)."
     b = raw.view(BLOCK_Q4_0)
@@ -358,7 +358,7 @@ PACKERS = {GGMLType.Q4_0: pack_q4_0, GGMLType.Q4_1: pack_q4_1, GGMLType.Q4_K: pa
            GGMLType.Q5_0: pack_q5_0, GGMLType.Q5_1: pack_q5_1, GGMLType.Q5_K: pack_q5_k,
            GGMLType.Q8_0: pack_q8_0, GGMLType.Q6_K: pack_q6_k, GGMLType.F32: pack_f32, GGMLType.F16: pack_f16}
 
-# %% ../nbs/03_kernels.ipynb #864f9840
+# %% ../nbs/03_kernels.ipynb #e7b825b5
 @njit(cache=True, fastmath=True, parallel=True)
 def matvec_q4_k(d, dmin, sc, mn, qs, x, out):
     """out = W @ x for Q4_K weights `d*sc*q - dmin*mn`: d, dmin (f16 bits) per super-block of 256, the 6-bit sc, mn per
@@ -398,7 +398,7 @@ def matvec_q4_k(d, dmin, sc, mn, qs, x, out):
             a2 -= f16_to_f32(dmin[r2, sb]) * u2; a3 -= f16_to_f32(dmin[r3, sb]) * u3
         out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # a repeated last row keeps slot 0's value
 
-# %% ../nbs/03_kernels.ipynb #858c5431
+# %% ../nbs/03_kernels.ipynb #88b2f6a4
 @njit(fastmath=True, inline="always")
 def _crumbs(byte):
     "The four 2-bit fields of `byte` (bits 0-1, 2-3, 4-5, 6-7) as float32, split in float arithmetic."
@@ -502,7 +502,7 @@ def matvec_q8(d, qs, x, out):
             a2 += f16_to_f32(d[r2, b]) * s2; a3 += f16_to_f32(d[r3, b]) * s3
         out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # a repeated last row keeps slot 0's value
 
-# %% ../nbs/03_kernels.ipynb #bce61b1a
+# %% ../nbs/03_kernels.ipynb #f6f279b3
 @njit(fastmath=True, inline="always")
 def _q6_k_strip_sums(ql, qh, r, lo, ho, l0, x, xo):
     "For row r, positions l0..l0+15 of a half: the dots of the 4 strips (weights l, l+32, l+64, l+96) with x."
@@ -572,7 +572,7 @@ def matvec_f16(w, x, out):
 MATVEC_KERNELS = {"q4": matvec_q4, "q4_k": matvec_q4_k, "q5": matvec_q5, "q5_k": matvec_q5_k, "q8": matvec_q8,
                   "q6_k": matvec_q6_k, "f32": matvec_f32, "f16": matvec_f16}
 
-# %% ../nbs/03_kernels.ipynb #ca07fc55
+# %% ../nbs/03_kernels.ipynb #b4155f62
 @njit(cache=True, fastmath=True)
 def _split_nibbles(q, lo, hi):
     "Low and high nibbles of every byte of `q` as float32, in one long loop (which LLVM vectorizes)."
@@ -701,7 +701,7 @@ def rows_f16(w, rows, out):
 ROW_KERNELS = {"q4": rows_q4, "q4_k": rows_q4_k, "q5": rows_q5, "q5_k": rows_q5_k, "q8": rows_q8, "q6_k": rows_q6_k,
                "f32": rows_f32, "f16": rows_f16}
 
-# %% ../nbs/03_kernels.ipynb #5ca50add
+# %% ../nbs/03_kernels.ipynb #de433b4c
 def _check_vector(name, a, n):
     if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 1 and a.size == n and a.flags.c_contiguous):
         got = f"{a.dtype} array of shape {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
@@ -793,7 +793,7 @@ def pack(*tensors: QTensor) -> PackedMatrix:
     if layout in ("q5", "q5_k"): arrays = arrays[:-1] + (_shared_fifth_bits(arrays[-1]),)   # groups of 4 rows: after stacking
     return PackedMatrix(layout, arrays, first.type, (sum(t.shape[0] for t in tensors), first.shape[1]))
 
-# %% ../nbs/03_kernels.ipynb #09c3e74f
+# %% ../nbs/03_kernels.ipynb #82ae1e8b
 @njit(cache=True, fastmath=True, parallel=True)
 def gemm_nt(X, W, out, col0):
     "out[t, col0 + r] = X[t] . W[r] for float32 `X` `(n, k)` and `W` `(rows, k)`: 4 rows of W by 2 rows of X per step."
@@ -814,7 +814,7 @@ def gemm_nt(X, W, out, col0):
             out[t0, col0 + r0] = a0; out[t0, col0 + r1] = a1; out[t0, col0 + r2] = a2; out[t0, col0 + r3] = a3
             out[t1, col0 + r0] = b0; out[t1, col0 + r1] = b1; out[t1, col0 + r2] = b2; out[t1, col0 + r3] = b3
 
-# %% ../nbs/03_kernels.ipynb #56589b5f
+# %% ../nbs/03_kernels.ipynb #9360e559
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}   # fastmath without "no NaN/inf" assumptions (softmax uses -inf)
 
 @njit(cache=True, fastmath=FAST)
@@ -846,7 +846,7 @@ def add(x, delta):
     a, b = x.reshape(-1), delta.reshape(-1)
     for i in range(a.size): a[i] += b[i]
 
-# %% ../nbs/03_kernels.ipynb #cd848f20
+# %% ../nbs/03_kernels.ipynb #9d852bc2
 @njit(cache=True, fastmath=FAST)
 def rope(x, pos0, cos, sin, neox):
     "Rotate `x` `(n_tokens, n_heads, head_dim)` in place; token t is at position pos0 + t. NeoX pairs (i, i + n_rot/2)."
@@ -862,7 +862,7 @@ def rope(x, pos0, cos, sin, neox):
                 x[t, h, ia] = a * c - b * s
                 x[t, h, ib] = a * s + b * c
 
-# %% ../nbs/03_kernels.ipynb #a385a862
+# %% ../nbs/03_kernels.ipynb #422fdc8d
 @njit(cache=True, fastmath=FAST, parallel=True)
 def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
@@ -891,7 +891,7 @@ def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
             for i in range(head_dim): o[i] += e * v_cache[layer, kv, j, i]
         for i in range(head_dim): o[i] /= total
 
-# %% ../nbs/03_kernels.ipynb #94c76b25
+# %% ../nbs/03_kernels.ipynb #63af33b4
 @njit(cache=True, fastmath=FAST)
 def softmax(x):
     "Softmax of each row of the 2-D `x`, in place (max subtracted first, so exp cannot overflow)."
@@ -936,7 +936,7 @@ def geglu_stacked(gate_up, out):
     for t in prange(out.shape[0]):
         gelu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
 
-# %% ../nbs/03_kernels.ipynb #27c692f7
+# %% ../nbs/03_kernels.ipynb #e8f04f29
 def decode_step_estimate(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
                          weight_type="Q4_1", head_type="Q8_0", n_past=64, repeat=5) -> dict:
     "Time the kernels of one decode step on random weights of a llama-shaped model: ms per token and MACs."
