@@ -191,11 +191,14 @@ PREFETCH_ROWS = 16            # how far ahead to ask: 16 rows, a few KB, enough 
 F8X, F16X, F32X = np.float32(8), np.float32(16), np.float32(32)   # float32 constants (why: see the q5 kernel below)
 
 @njit(fastmath=True, inline="always")
+def _prefetch_row(a, r):
+    "Request row r of the 2-D `a`, one request per 64-byte cache line."
+    for k in range(0, a.shape[1], 64 // a.itemsize): prefetch(a, r, k)
+
+@njit(fastmath=True, inline="always")
 def _prefetch_rows(a, r, last):
-    "Request rows r..r+3 of the 2-D `a`, one request per 64-byte cache line."
-    for i in range(4):
-        row = min(r + i, last)
-        for k in range(0, a.shape[1], 64 // a.itemsize): prefetch(a, row, k)
+    "Request rows r..r+3 of the 2-D `a` (the last row repeated past the end)."
+    for i in range(4): _prefetch_row(a, min(r + i, last))
 
 @njit(fastmath=True, inline="always")
 def _scale_offset(d, m, r, b, centre):
@@ -417,12 +420,15 @@ def _two_bits(c):
 @njit(cache=True, fastmath=True, parallel=True)
 def matvec_q5(d, m, qs, hb, x, out):
     """out = W @ x for 5-bit weights `d*q + m` in blocks of 32 (Q5_1; for Q5_0 `m` is None: m = -16d), d and m as
-    f16 bits, fifth bits shared by 4 rows."""
+    f16 bits, fifth bits shared by 4 rows; 4 rows per step, reading 16 rows ahead."""
     n_rows, n_blocks = d.shape
     xs = block_sums(x, 32)
     last = n_rows - 1
     for g in prange((n_rows + 3) // 4):
         r0 = 4 * g; r1 = min(r0 + 1, last); r2 = min(r0 + 2, last); r3 = min(r0 + 3, last)
+        ahead = min(r0 + PREFETCH_ROWS, last)
+        _prefetch_rows(qs, ahead, last); _prefetch_rows(d, ahead, last); _prefetch_row(hb, min(g + PREFETCH_ROWS // 4, len(hb) - 1))
+        if m is not None: _prefetch_rows(m, ahead, last)
         a0 = np.float32(0); a1 = np.float32(0); a2 = np.float32(0); a3 = np.float32(0)
         for b in range(n_blocks):
             s0 = np.float32(0); s1 = np.float32(0); s2 = np.float32(0); s3 = np.float32(0)
@@ -452,6 +458,8 @@ def matvec_q5_k(d, dmin, sc, mn, qs, hb, x, out):
     last = n_rows - 1
     for g in prange((n_rows + 3) // 4):
         r0 = 4 * g; r1 = min(r0 + 1, last); r2 = min(r0 + 2, last); r3 = min(r0 + 3, last)
+        ahead = min(r0 + PREFETCH_ROWS, last)
+        _prefetch_rows(qs, ahead, last); _prefetch_rows(sc, ahead, last); _prefetch_row(hb, min(g + PREFETCH_ROWS // 4, len(hb) - 1))
         a0 = np.float32(0); a1 = np.float32(0); a2 = np.float32(0); a3 = np.float32(0)   # the rows' totals
         t0 = np.float32(0); t1 = np.float32(0); t2 = np.float32(0); t3 = np.float32(0)   # this super-block's sum of sc * dot
         for b in range(8 * n_super):
