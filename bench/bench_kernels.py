@@ -43,21 +43,27 @@ def bench_matvec(types, shapes, min_seconds):
 
 
 def bench_prefill(n_tokens=64, n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
-                  weight_type="Q4_1", head_type="Q8_0", blas=True, repeat=3):
-    "Time the matrix products of a prefill of n_tokens (all logits): ms and tokens/s, BLAS or gemm_nt."
+                  weight_type="Q4_1", head_type="Q8_0", blas=False, repeat=3):
+    """Time the matrix products of a prefill of n_tokens (all logits): ms and tokens/s, with the fused tiles of
+    `PackedMatrix.matmul`, or (`blas=True`) each matrix dequantized whole by its rows kernel and multiplied by BLAS."""
     hd = n_embd // n_heads
     mats = [K.pack(K.random_qtensor(weight_type, s, i)) for i, s in enumerate(
         [(n_embd + 2 * n_kv_heads * hd, n_embd), (n_embd, n_embd), (2 * n_ff, n_embd), (n_embd, n_ff)])]
     head = K.pack(K.random_qtensor(head_type, (n_vocab, n_embd), 9))
-    scratch = np.empty(max(max(m.n_rows * m.n_cols for m in mats), 1 << 22), np.float32)
+    dense = np.empty(max(m.n_rows * m.n_cols for m in mats + [head]), np.float32) if blas else None
     X = {n: np.random.default_rng(0).standard_normal((n_tokens, n)).astype(np.float32) for n in (n_embd, n_ff)}
     outs = [np.empty((n_tokens, m.n_rows), np.float32) for m in mats]
     logits = np.empty((n_tokens, n_vocab), np.float32)
 
+    def product(m, x, o):
+        if not blas: return m.matmul(x, o)
+        w = m.rows(np.arange(m.n_rows), dense[: m.n_rows * m.n_cols].reshape(m.n_rows, m.n_cols))
+        np.matmul(x, w.T, out=o)
+
     def run():
         for _ in range(n_layers):
-            for m, o in zip(mats, outs): m.matmul(X[m.n_cols], o, scratch, blas=blas)
-        head.matmul(X[n_embd], logits, scratch, blas=blas)
+            for m, o in zip(mats, outs): product(m, X[m.n_cols], o)
+        product(head, X[n_embd], logits)
     s = best_time(run, 0, repeat)
     macs = n_tokens * (n_layers * sum(m.n_rows * m.n_cols for m in mats) + n_vocab * n_embd)
     return dict(blas=blas, n_tokens=n_tokens, ms=s * 1e3, tokens_per_s=n_tokens / s, gmac_per_s=macs / s / 1e9)
@@ -128,7 +134,7 @@ def main(argv=None):
     print(f"decode step, SmolLM2 shapes (Q4_1 layers, Q8_0 head): {d['ms_per_token']:.2f} ms/token = {d['tokens_per_s']:.0f} tok/s "
           f"({d['ms_per_layer']:.3f} ms/layer, head {d['ms_head']:.2f} ms, {d['gmac_per_s']:.1f} GMAC/s)")
     for p in result["prefill_smollm2"]:
-        print(f"prefill matmuls, {p['n_tokens']} tokens, {'BLAS' if p['blas'] else 'gemm_nt'}: {p['ms']:.1f} ms = "
+        print(f"prefill matmuls, {p['n_tokens']} tokens, {'dequantize + BLAS' if p['blas'] else 'fused tiles'}: {p['ms']:.1f} ms = "
               f"{p['tokens_per_s']:.0f} tok/s ({p['gmac_per_s']:.1f} GMAC/s)")
     for r in result.get("model", []):
         print(f"{r['tensor']:28s} {r['type']:5s} {str(tuple(r['shape'])):>14s} {r['us']:9.1f} µs {r['gmac_per_s']:6.2f} GMAC/s")

@@ -48,7 +48,6 @@ class TinyLlama:
         self.cos, self.sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
         self.k_cache = np.zeros((self.n_layers, self.n_kv, n_ctx, self.hd), np.float32)
         self.v_cache = np.zeros_like(self.k_cache)
-        self.scratch = np.empty(max(1 << 22, max(m.n_rows * m.n_cols for l in self.layers for m in (l["qkv"], l["gate_up"]))), np.float32)
         self._bufs = {}
 
     def buffers(self, n):
@@ -72,7 +71,7 @@ class TinyLlama:
         scale = 1 / math.sqrt(self.hd)
         for li, L in enumerate(self.layers):
             K.rmsnorm(x, L["attn_norm"], self.eps, xn)
-            L["qkv"].matmul(xn, qkv, self.scratch)
+            L["qkv"].matmul(xn, qkv)
             q = np.ascontiguousarray(qkv[:, :nq]).reshape(n, self.n_heads, self.hd)
             k = np.ascontiguousarray(qkv[:, nq:nq + nk]).reshape(n, self.n_kv, self.hd)
             K.rope(q, pos0, self.cos, self.sin, False)
@@ -80,17 +79,17 @@ class TinyLlama:
             self.k_cache[li, :, pos0:pos0 + n] = k.transpose(1, 0, 2)
             self.v_cache[li, :, pos0:pos0 + n] = qkv[:, nq + nk:].reshape(n, self.n_kv, self.hd).transpose(1, 0, 2)
             K.attention(q, self.k_cache, self.v_cache, li, pos0, scale, 0, att)
-            L["o"].matmul(att.reshape(n, -1), proj, self.scratch)
+            L["o"].matmul(att.reshape(n, -1), proj)
             K.add_rmsnorm(x, proj, L["ffn_norm"], self.eps, xn)
-            L["gate_up"].matmul(xn, gu, self.scratch)
+            L["gate_up"].matmul(xn, gu)
             K.swiglu_stacked(gu, act)
-            L["down"].matmul(act, proj, self.scratch)
+            L["down"].matmul(act, proj)
             K.add(x, proj)
         if not all_logits:
             x, b = x[-1:], self.buffers(1)
         K.rmsnorm(x, self.out_norm, self.eps, b["xn"][: len(x)])
         logits = b["logits"][: len(x)]
-        self.head.matmul(b["xn"][: len(x)], logits, self.scratch)
+        self.head.matmul(b["xn"][: len(x)], logits)
         return logits
 
 

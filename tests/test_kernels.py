@@ -60,10 +60,11 @@ def test_rows_and_matmul_random(name):
     X = np.random.default_rng(3).standard_normal((9, n_cols)).astype(np.float32)
     exact = X.astype(np.float64) @ dense.T.astype(np.float64)
     tol = 2e-5 * np.abs(exact).max() + 1e-6
-    for blas in (False, True):
-        for scratch in (None, np.empty(16 * n_cols, np.float32), np.empty(n_cols, np.float32)):   # 1 slice, 5, 70
-            got = w.matmul(X, scratch=scratch, blas=blas)
-            assert np.abs(got - exact).max() <= tol
+    for n in (9, 4, 3, 2):                                       # whole and partial 4-token steps
+        assert np.abs(w.matmul(X[:n]) - exact[:n]).max() <= tol
+    wide = np.full((9, 75), np.nan, np.float32)                  # a stacked projection's part: columns 3..72
+    w.matmul(X, wide, col0=3)
+    assert np.abs(wide[:, 3:73] - exact).max() <= tol and np.isnan(wide[:, [0, 1, 2, 73, 74]]).all()
     assert np.abs(w.matmul(X[:1]) - exact[:1]).max() <= tol         # one token goes through matvec
 
 
@@ -157,8 +158,10 @@ def test_bad_input_errors():
         w.rows([-1])
     with pytest.raises(ValueError, match="shape"):
         w.matmul(np.zeros((3, 65), np.float32))
-    with pytest.raises(ValueError, match="less than one row"):
-        w.matmul(np.zeros((3, 64), np.float32), scratch=np.zeros(10, np.float32))
+    with pytest.raises(ValueError, match="room for 8 columns"):
+        w.matmul(np.zeros((3, 64), np.float32), np.zeros((3, 10), np.float32), col0=3)
+    with pytest.raises(ValueError, match="out must be"):
+        w.matmul(np.zeros((3, 64), np.float32), np.zeros((2, 8), np.float32))
     with pytest.raises(ValueError, match="share type and width"):
         K.pack(K.random_qtensor("Q4_1", (8, 64)), K.random_qtensor("Q4_0", (8, 64)))
     with pytest.raises(ValueError, match="share type and width"):
