@@ -161,7 +161,9 @@ def _vector(f, name, n, required=True):
     if name not in f.tensors:
         if required: raise UnsupportedModelError(f"{Path(f.path).name}: tensor {name} is missing")
         return None
-    return np.ascontiguousarray(dequantize(_matrix(f, name, (n,))), dtype=np.float32)
+    # a copy, not a view of the file: vectors are small, and reading them through the map would bring back file
+    # pages (the kernel maps 64 KB around each one touched) after the engine has handed the weights' pages back
+    return np.array(dequantize(_matrix(f, name, (n,))), dtype=np.float32)
 
 def load_weights(f: GGUFFile, c: ModelConfig) -> ModelWeights:
     "Find, shape-check and wrap every tensor the forward pass needs (views into the file; nothing big is copied)."
