@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sampling_cases import case_logits
 from llmbook.sampling import (Sampler, SamplerSettings, apply_penalties, apply_temperature, draw, filter_candidates,
                               keep_min_p, keep_top_k, keep_top_p, mt19937_state, recent_tokens, seeded_generator,
                               softmax, uniform01)
@@ -17,18 +18,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "sampling.json"
 
 
 # --- llama.cpp parity ---------------------------------------------------------------------------------
-
-def _hash_uniform(n, salt):
-    "Same as tools/make_sampling_fixtures.py (which needs llama_cpp, so it is not imported here)."
-    x = np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(salt)
-    x ^= x >> np.uint64(30); x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27); x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
-
-def case_logits(n_vocab, salt, scale):
-    u1, u2 = _hash_uniform(n_vocab, salt), _hash_uniform(n_vocab, salt + 1_000_003)
-    return (scale * np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)).astype(np.float32)
 
 CASES = json.loads(FIXTURES.read_text())["cases"]
 

@@ -11,10 +11,11 @@ special=False), llama.cpp's greedy continuation of N_CONT tokens evaluated one a
 (the pieces of the tokens joined, leading space kept), for the part before the first step with a margin under
 0.5 (`n_clear` tokens), where the greedy choice is not decided by rounding.
 """
-import argparse, json, sys
+import json, sys
 from pathlib import Path
 import numpy as np
 from llama_cpp import Llama
+from fixture_models import each_model
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 PROMPTS = [
@@ -49,15 +50,7 @@ def run_model(path):
             "llama_cpp_python": __import__("llama_cpp").__version__, "cases": cases}
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smollm2", type=Path, help="SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--gemma3", type=Path, help="gemma-3-270m-q4_k_m.gguf")
-    args = ap.parse_args()
-    if not (args.smollm2 or args.gemma3): ap.error("give --smollm2 and/or --gemma3")
-    for name in ("smollm2", "gemma3"):
-        path = getattr(args, name)
-        if path is None: continue
-        print(f"{name}: {path}", file=sys.stderr)
+    for name, path in each_model(__doc__.splitlines()[0]):
         out = OUT / f"greedy_{name}.json"
         out.write_text(json.dumps(run_model(path), indent=1))
         print(f"wrote {out}", file=sys.stderr)

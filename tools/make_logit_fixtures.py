@@ -9,10 +9,11 @@ continuation evaluated one token at a time after a batched prompt (n_ctx=1024, l
 predicting position the top-2 margin and the top-20 ids/logits, and for a few positions the full logit vector
 as base64 float16 (for the cosine-similarity check).
 """
-import argparse, base64, json, sys
+import base64, json, sys
 from pathlib import Path
 import numpy as np
 from llama_cpp import Llama
+from fixture_models import each_model
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "tests" / "fixtures"
@@ -86,18 +87,9 @@ def run_model(path, full_at):
             "llama_cpp_python": __import__("llama_cpp").__version__, "cases": cases}
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smollm2", type=Path, help="SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--gemma3", type=Path, help="gemma-3-270m-q4_k_m.gguf")
-    args = ap.parse_args()
-    if not (args.smollm2 or args.gemma3): ap.error("give --smollm2 and/or --gemma3")
-    for name in ("smollm2", "gemma3"):
-        path = getattr(args, name)
-        if path is None: continue
-        print(f"{name}: {path}", file=sys.stderr)
-        data = run_model(path, FULL_AT[name])
+    for name, path in each_model(__doc__.splitlines()[0]):
         out = OUT / f"logits_{name}.json"
-        out.write_text(json.dumps(data, separators=(",", ":")))
+        out.write_text(json.dumps(run_model(path, FULL_AT[name]), separators=(",", ":")))
         print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
 
 if __name__ == "__main__":

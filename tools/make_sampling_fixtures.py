@@ -6,25 +6,15 @@ Run with a Python that has llama-cpp-python (dev only, never a dependency of llm
 
 No model is needed: the chain (penalties -> top-k -> top-p -> min-p -> temperature -> dist), the order
 llama.cpp's common/sampling.cpp builds by default, is applied to made-up logits. The logits come from a
-small integer hash (`case_logits`, repeated in tests/test_sampling.py) so the JSON stays small; their
+small integer hash (`case_logits` in tests/sampling_cases.py, shared with the test) so the JSON stays small; their
 sha256 is stored so the test knows it rebuilt the same numbers.
 """
 import ctypes, hashlib, json, sys
 import numpy as np
 import llama_cpp as L
-
-def _hash_uniform(n, salt):
-    "n uniforms in (0, 1) from a splitmix64-style hash of (index, salt): plain integer arithmetic, no RNG."
-    x = np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(salt)
-    x ^= x >> np.uint64(30); x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27); x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
-
-def case_logits(n_vocab, salt, scale):
-    "Deterministic float32 logits: `scale` times standard normals (Box-Muller over two hashed uniforms)."
-    u1, u2 = _hash_uniform(n_vocab, salt), _hash_uniform(n_vocab, salt + 1_000_003)
-    return (scale * np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)).astype(np.float32)
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from sampling_cases import case_logits  # noqa: E402
 
 def step_logits(base, step, roll):
     "The logits of step `step`: the base vector rotated, so each step sees a different winner."
