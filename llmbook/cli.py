@@ -15,8 +15,9 @@ from .model import Model, benchmark, numba_cache_stats
 from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
 
 # %% auto #0
-__all__ = ['COMMANDS', 'inspect_args', 'inspect', 'generate_args', 'generate', 'chat_args', 'chat', 'tokenize_args', 'tokenize',
-           'quantize_args', 'quantize', 'perplexity_args', 'perplexity', 'bench_args', 'bench', 'build_parser', 'main']
+__all__ = ['COLD_RUN', 'COMMANDS', 'inspect_args', 'inspect', 'generate_args', 'generate', 'chat_args', 'chat', 'tokenize_args',
+           'tokenize', 'quantize_args', 'quantize', 'perplexity_args', 'perplexity', 'bench_args', 'cold_start_seconds',
+           'bench', 'build_parser', 'main']
 
 # %% ../nbs/12_cli.ipynb #e65de187
 def inspect_args(p: argparse.ArgumentParser):
@@ -197,7 +198,27 @@ def bench_args(p: argparse.ArgumentParser):
     p.add_argument("--prompt-tokens", type=int, default=64, metavar="N", help="tokens in the prompt (default 64)")
     p.add_argument("--gen-tokens", type=int, default=64, metavar="N", help="tokens to generate (default 64)")
     p.add_argument("--repeat", type=int, default=3, metavar="N", help="runs; the best counts (default 3)")
+    p.add_argument("--cold", action="store_true", help="also time a fresh process compiling the kernels on an empty numba cache")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+
+COLD_RUN = """
+import sys, time
+t0 = time.perf_counter()
+from llmbook.model import Model
+m = Model.load(sys.argv[1] or None, n_threads=int(sys.argv[2]) if sys.argv[2] else None, n_ctx=8)
+cache = m.new_cache(8)
+m.forward([1, 2], cache); m.forward([3], cache)
+print(time.perf_counter() - t0)
+"""
+
+def cold_start_seconds(model: str | None, n_threads: int | None) -> float:
+    "Seconds a fresh process takes to import llmbook, load `model` and run a first batch and a first token on an empty numba cache."
+    import subprocess, tempfile
+    with tempfile.TemporaryDirectory(prefix="llmbook-numba-") as empty:
+        done = subprocess.run([sys.executable, "-c", COLD_RUN, str(model or ""), str(n_threads or "")],
+                              env=dict(os.environ, NUMBA_CACHE_DIR=empty), capture_output=True, text=True)
+    if done.returncode != 0: raise RuntimeError(f"the cold-cache run failed: {done.stderr.strip().splitlines()[-1:]}")
+    return float(done.stdout.split()[-1])
 
 def bench(args) -> int:
     for name in ("prompt_tokens", "gen_tokens", "repeat"):
@@ -212,6 +233,9 @@ def bench(args) -> int:
     cache = numba_cache_stats()
     r.update(model=str(m.gguf.path), arch=m.config.arch, load_s=load_s, numba_cache="cold" if cache["compiled"] else "warm",
              kernels_compiled=cache["compiled"], kernels_loaded=cache["loaded"])
+    if args.cold:
+        with _Notice("timing a fresh process on an empty numba cache (it compiles every kernel: a minute or so)"):
+            r["cold_start_s"] = cold_start_seconds(args.model, args.threads)
     if args.json:
         print(json.dumps(r))
         return 0
@@ -219,6 +243,7 @@ def bench(args) -> int:
     print(f"threads   {r['threads']} ({r['threading_layer']} threading layer)")
     print(f"first run {r['first_pass_s']:.2f} s (numba cache {r['numba_cache']}: {cache['compiled']} kernels compiled, "
           f"{cache['loaded']} loaded from disk)")
+    if args.cold: print(f"cold      {r['cold_start_s']:.1f} s for a fresh process on an empty numba cache (import, load, compile)")
     print(f"prefill   {r['prefill']:8.1f} tokens/s  ({r['n_prompt']} tokens)")
     print(f"decode    {r['decode']:8.1f} tokens/s  ({r['n_gen']} tokens, {r['ms_per_token']:.1f} ms per token)")
     return 0
