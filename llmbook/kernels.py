@@ -6,13 +6,13 @@
 __all__ = ['REQUESTED_THREADING_LAYER', 'BLOCK_DTYPES', 'PREFETCH_ROWS', 'F8X', 'F16X', 'F32X', 'PACKERS', 'MATVEC_KERNELS',
            'ROWS_PER_TASK', 'ROW_KERNELS', 'TILE_ROWS', 'GEMM_KERNELS', 'FAST', 'GELU_2C', 'threading_layer',
            'physical_cores', 'set_threads', 'random_qtensor', 'f16_to_f32', 'pack_q4_1', 'block_sums',
-           'matvec_q4_simple', 'nibbles', 'prefetch', 'matvec_q4', 'quantize_blocks_q8', 'matvec_q4_int8', 'pack_q4_0',
-           'pack_q4_k', 'pack_q5_0', 'pack_q5_1', 'pack_q5_k', 'pack_q8_0', 'pack_q6_k', 'pack_f32', 'pack_f16',
-           'matvec_q4_k', 'matvec_q5', 'matvec_q5_k', 'matvec_q8', 'matvec_q6_k', 'matvec_f32', 'matvec_f16', 'rows_q4',
-           'rows_q4_k', 'rows_q5', 'rows_q5_k', 'rows_q8', 'rows_q6_k', 'rows_f32', 'rows_f16', 'gemm_q4', 'gemm_q4_k',
-           'gemm_q5', 'gemm_q5_k', 'gemm_q8', 'gemm_q6_k', 'gemm_f32', 'gemm_f16', 'PackedMatrix', 'pack', 'rmsnorm',
-           'add_rmsnorm', 'add', 'rope', 'attention', 'softmax', 'silu_mul', 'gelu_mul', 'swiglu_stacked',
-           'geglu_stacked', 'decode_step_estimate']
+           'matvec_q4_simple', 'bits_f32', 'nibbles', 'prefetch', 'matvec_q4', 'quantize_blocks_q8', 'matvec_q4_int8',
+           'pack_q4_0', 'pack_q4_k', 'pack_q5_0', 'pack_q5_1', 'pack_q5_k', 'pack_q8_0', 'pack_q6_k', 'pack_f32',
+           'pack_f16', 'matvec_q4_k', 'matvec_q5', 'matvec_q5_k', 'matvec_q8', 'matvec_q6_k', 'matvec_f32',
+           'matvec_f16', 'rows_q4', 'rows_q4_k', 'rows_q5', 'rows_q5_k', 'rows_q8', 'rows_q6_k', 'rows_f32', 'rows_f16',
+           'gemm_q4', 'gemm_q4_k', 'gemm_q5', 'gemm_q5_k', 'gemm_q8', 'gemm_q6_k', 'gemm_f32', 'gemm_f16',
+           'PackedMatrix', 'pack', 'rmsnorm', 'add_rmsnorm', 'add', 'rope', 'attention', 'softmax', 'silu_mul',
+           'gelu_mul', 'swiglu_stacked', 'geglu_stacked', 'decode_step_estimate']
 
 # %% ../nbs/03_kernels.ipynb #b2c5a055
 import ctypes, os, sys, time, warnings
@@ -167,12 +167,25 @@ def matvec_q4_simple(d, m, qs, x, out):
         out[r] = acc
 
 # %% ../nbs/03_kernels.ipynb #fd6c45f6
+@intrinsic
+def bits_f32(typingctx, byte, shift, mask):
+    """`(byte >> shift) & mask` as float32, computed on 32-bit integers: `byte` (an integer of at most 32 bits) is
+    zero-extended, `shift` and `mask` truncated to 32 bits. Inside numba kernels: a vector shift, and, convert."""
+    if not (isinstance(byte, types.Integer) and byte.bitwidth <= 32
+            and isinstance(shift, types.Integer) and isinstance(mask, types.Integer)): return None
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        def to_i32(value, ty):
+            if ty.bitwidth == 32: return value
+            return builder.trunc(value, i32) if ty.bitwidth > 32 else builder.zext(value, i32)
+        v, s, m = (to_i32(a, t) for a, t in zip(args, signature.args))
+        return builder.uitofp(builder.and_(builder.lshr(v, s), m), ir.FloatType())
+    return types.float32(byte, shift, mask), codegen
+
 @njit(fastmath=True, inline="always")
 def nibbles(byte):
-    "Low and high nibble of `byte` as float32, computed in float arithmetic (32-bit vector lanes, no 64-bit ints)."
-    f = np.float32(byte)
-    hi = np.floor(f * np.float32(1 / 16))
-    return f - np.float32(16) * hi, hi
+    "Low and high nibble of `byte` as float32, split in 32-bit integer lanes (`bits_f32`): no 64-bit ints."
+    return bits_f32(byte, 0, 15), bits_f32(byte, 4, 15)
 
 @intrinsic
 def prefetch(typingctx, arr, i, j):
@@ -405,18 +418,15 @@ def matvec_q4_k(d, dmin, sc, mn, qs, x, out):
 # %% ../nbs/03_kernels.ipynb #88b2f6a4
 @njit(fastmath=True, inline="always")
 def _crumbs(byte):
-    "The four 2-bit fields of `byte` (bits 0-1, 2-3, 4-5, 6-7) as float32, split in float arithmetic."
-    f = np.float32(byte)
-    c3 = np.floor(f * np.float32(1 / 64)); f -= np.float32(64) * c3
-    c2 = np.floor(f * np.float32(1 / 16)); f -= np.float32(16) * c2
-    c1 = np.floor(f * np.float32(1 / 4))
-    return f - np.float32(4) * c1, c1, c2, c3
+    "The four 2-bit fields of `byte` (bits 0-1, 2-3, 4-5, 6-7) as float32, split in 32-bit integer lanes."
+    return bits_f32(byte, 0, 3), bits_f32(byte, 2, 3), bits_f32(byte, 4, 3), bits_f32(byte, 6, 3)
 
 @njit(fastmath=True, inline="always")
-def _two_bits(c):
-    "A 2-bit value as its low and high bit, in float arithmetic."
-    h = np.floor(c * np.float32(0.5))
-    return c - np.float32(2) * h, h
+def _levels5(q, h, i: int):
+    """The two 5-bit levels of nibble byte `q` of row `i` (0..3) of a group: its nibbles, plus 16 times bits 2i and
+    2i+1 of the group's fifth-bit byte `h`."""
+    return (bits_f32(q, 0, 15) + F16X * bits_f32(h, 2 * i, 1),
+            bits_f32(q, 4, 15) + F16X * bits_f32(h, 2 * i + 1, 1))
 
 @njit(cache=True, fastmath=True, parallel=True)
 def matvec_q5(d, m, qs, hb, x, out):
@@ -436,11 +446,11 @@ def matvec_q5(d, m, qs, hb, x, out):
             for j in range(16):
                 k = 16 * b + j
                 x_lo = x[32 * b + j]; x_hi = x[32 * b + 16 + j]
-                c0, c1, c2, c3 = _crumbs(hb[g, k])           # the fifth bits of rows r0..r3
-                lo, hi = nibbles(qs[r0, k]); bl, bh = _two_bits(c0); s0 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
-                lo, hi = nibbles(qs[r1, k]); bl, bh = _two_bits(c1); s1 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
-                lo, hi = nibbles(qs[r2, k]); bl, bh = _two_bits(c2); s2 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
-                lo, hi = nibbles(qs[r3, k]); bl, bh = _two_bits(c3); s3 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
+                h = hb[g, k]                                 # the fifth bits of rows r0..r3
+                lo, hi = _levels5(qs[r0, k], h, 0); s0 += lo * x_lo + hi * x_hi
+                lo, hi = _levels5(qs[r1, k], h, 1); s1 += lo * x_lo + hi * x_hi
+                lo, hi = _levels5(qs[r2, k], h, 2); s2 += lo * x_lo + hi * x_hi
+                lo, hi = _levels5(qs[r3, k], h, 3); s3 += lo * x_lo + hi * x_hi
             xc = np.float32(0) if m is not None else -F16X * xs[b]     # no offsets: m = -16d, so d*(s - 16*sum(x))
             a0 += f16_to_f32(d[r0, b]) * (s0 + xc); a1 += f16_to_f32(d[r1, b]) * (s1 + xc)
             a2 += f16_to_f32(d[r2, b]) * (s2 + xc); a3 += f16_to_f32(d[r3, b]) * (s3 + xc)
@@ -468,11 +478,11 @@ def matvec_q5_k(d, dmin, sc, mn, qs, hb, x, out):
             for j in range(16):
                 k = 16 * b + j
                 x_lo = x[32 * b + j]; x_hi = x[32 * b + 16 + j]
-                c0, c1, c2, c3 = _crumbs(hb[g, k])           # the fifth bits of rows r0..r3
-                lo, hi = nibbles(qs[r0, k]); bl, bh = _two_bits(c0); s0 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
-                lo, hi = nibbles(qs[r1, k]); bl, bh = _two_bits(c1); s1 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
-                lo, hi = nibbles(qs[r2, k]); bl, bh = _two_bits(c2); s2 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
-                lo, hi = nibbles(qs[r3, k]); bl, bh = _two_bits(c3); s3 += (lo + F16X * bl) * x_lo + (hi + F16X * bh) * x_hi
+                h = hb[g, k]                                 # the fifth bits of rows r0..r3
+                lo, hi = _levels5(qs[r0, k], h, 0); s0 += lo * x_lo + hi * x_hi
+                lo, hi = _levels5(qs[r1, k], h, 1); s1 += lo * x_lo + hi * x_hi
+                lo, hi = _levels5(qs[r2, k], h, 2); s2 += lo * x_lo + hi * x_hi
+                lo, hi = _levels5(qs[r3, k], h, 3); s3 += lo * x_lo + hi * x_hi
             t0 += np.float32(sc[r0, b]) * s0; t1 += np.float32(sc[r1, b]) * s1
             t2 += np.float32(sc[r2, b]) * s2; t3 += np.float32(sc[r3, b]) * s3
             if b % 8 == 7:                         # end of a super-block: scale its sum by d
@@ -585,11 +595,7 @@ MATVEC_KERNELS = {"q4": matvec_q4, "q4_k": matvec_q4_k, "q5": matvec_q5, "q5_k":
 @njit(cache=True, fastmath=True)
 def _split_nibbles(q, lo, hi):
     "Low and high nibbles of every byte of `q` as float32, in one long loop (which LLVM vectorizes)."
-    for k in range(q.size):
-        f = np.float32(q[k])
-        h = np.floor(f * np.float32(1 / 16))
-        hi[k] = h
-        lo[k] = f - np.float32(16) * h
+    for k in range(q.size): lo[k], hi[k] = nibbles(q[k])
 
 @njit(fastmath=True, inline="always")
 def _write_q4_block(o, b, lo, hi, db, mb):
@@ -602,9 +608,9 @@ def _write_q4_block(o, b, lo, hi, db, mb):
 def _write_q5_block(o, b, lo, hi, hb_group, shift, db, mb):
     "Like `_write_q4_block`, with the fifth bits of this row (bits `shift`, `shift`+1 of its group's bytes)."
     for j in range(16):
-        pair = (hb_group[16 * b + j] >> shift) & 3
-        o[32 * b + j] = db * (lo[16 * b + j] + F16X * np.float32(pair & 1)) + mb
-        o[32 * b + 16 + j] = db * (hi[16 * b + j] + F16X * np.float32(pair >> 1)) + mb
+        h = hb_group[16 * b + j]
+        o[32 * b + j] = db * (lo[16 * b + j] + F16X * bits_f32(h, shift, 1)) + mb
+        o[32 * b + 16 + j] = db * (hi[16 * b + j] + F16X * bits_f32(h, shift + 1, 1)) + mb
 
 # One function per layout writes row r as float32 into `dst`; `lo` and `hi` are a thread's buffers for the
 # split nibbles (half a row each), for the layouts that have nibbles.

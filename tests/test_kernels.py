@@ -128,6 +128,51 @@ def test_f16_to_f32_every_bit_pattern():
     np.testing.assert_array_equal(got[finite].view(np.uint32), expect[finite].view(np.uint32))   # bit for bit, -0 too
 
 
+def test_bits_f32_every_byte_every_shift():
+    "The 32-bit bit-field intrinsic: (byte >> shift) & mask as float32 for all 256 bytes, shifts 0..7 and every mask the kernels use."
+    @K.njit
+    def fields(bytes_, shift, mask):
+        out = np.empty(bytes_.size, np.float32)
+        for i in range(bytes_.size): out[i] = K.bits_f32(bytes_[i], shift, mask)
+        return out
+    byte = np.arange(256, dtype=np.uint8)
+    for shift in range(8):
+        for mask in (1, 3, 15, 255):
+            got = fields(byte, shift, mask)
+            assert got.dtype == np.float32
+            np.testing.assert_array_equal(got, ((byte.astype(np.int64) >> shift) & mask).astype(np.float32), err_msg=f"{shift=} {mask=}")
+    # wider integer inputs are zero-extended or used as is (int8 -1 is the byte 255, not a sign-extended -1)
+    np.testing.assert_array_equal(fields(np.arange(-128, 128, dtype=np.int8), 4, 15), ((np.arange(256) - 128) % 256 >> 4).astype(np.float32))
+    words = np.array([0xFFFFFFFF, 0x80000001, 0x12345678], np.uint32)
+    np.testing.assert_array_equal(fields(words, 28, 15), np.array([15, 8, 1], np.float32))
+    np.testing.assert_array_equal(fields(words, 0, 0xFFFFFFFF), words.astype(np.float32))   # 32-bit unsigned, not negative
+
+
+def test_nibbles_crumbs_and_fifth_bits_every_byte():
+    "The helpers built on bits_f32 split every byte exactly; _levels5 adds the right fifth bits for each of the 4 rows."
+    @K.njit
+    def split(q, h):
+        n = q.size
+        nib, crumbs, lv = np.empty((n, 2), np.float32), np.empty((n, 4), np.float32), np.empty((n, 4, 2), np.float32)
+        for k in range(n):
+            nib[k, 0], nib[k, 1] = K.nibbles(q[k])
+            crumbs[k, 0], crumbs[k, 1], crumbs[k, 2], crumbs[k, 3] = K._crumbs(q[k])
+            lv[k, 0, 0], lv[k, 0, 1] = K._levels5(q[k], h[k], 0)
+            lv[k, 1, 0], lv[k, 1, 1] = K._levels5(q[k], h[k], 1)
+            lv[k, 2, 0], lv[k, 2, 1] = K._levels5(q[k], h[k], 2)
+            lv[k, 3, 0], lv[k, 3, 1] = K._levels5(q[k], h[k], 3)
+        return nib, crumbs, lv
+    q, h = np.meshgrid(np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.uint8))   # every (nibble byte, bit byte) pair
+    q, h = q.reshape(-1), h.reshape(-1)
+    nib, crumbs, lv = split(q, h)
+    qi, hi = q.astype(np.int64), h.astype(np.int64)
+    np.testing.assert_array_equal(nib, np.stack([qi & 15, qi >> 4], 1))
+    np.testing.assert_array_equal(crumbs, np.stack([(qi >> s) & 3 for s in (0, 2, 4, 6)], 1))
+    for i in range(4):
+        np.testing.assert_array_equal(lv[:, i, 0], (qi & 15) + 16 * ((hi >> (2 * i)) & 1))
+        np.testing.assert_array_equal(lv[:, i, 1], (qi >> 4) + 16 * ((hi >> (2 * i + 1)) & 1))
+
+
 # packed bytes per block against the file's: the scales stay as stored (f16, 6-bit sc/mn unpacked to a byte each)
 PACKED_OVER_FILE = {"Q4_0": 1.0, "Q4_1": 1.0, "Q5_0": 1.0, "Q5_1": 1.0, "Q8_0": 1.0, "Q4_K": 148 / 144,
                     "Q5_K": 180 / 176, "Q6_K": 1.0, "F16": 1.0, "F32": 1.0}
