@@ -376,6 +376,21 @@ PACKERS = {GGMLType.Q4_0: pack_q4_0, GGMLType.Q4_1: pack_q4_1, GGMLType.Q4_K: pa
            GGMLType.Q8_0: pack_q8_0, GGMLType.Q6_K: pack_q6_k, GGMLType.F32: pack_f32, GGMLType.F16: pack_f16}
 
 # %% ../nbs/03_kernels.ipynb #e7b825b5
+@njit(fastmath=True, inline="always")
+def _k_minimums(dmin, mn, xs, r0, r1, r2, r3):
+    """Q4_K/Q5_K, rows r0..r3: the minimums' share of the product, dmin * (sum over sub-blocks of mn * sum(x)) for
+    each super-block; `xs` holds the sums of x over each block of 32. Its own loop, after the main one."""
+    a0 = np.float32(0); a1 = np.float32(0); a2 = np.float32(0); a3 = np.float32(0)
+    for sb in range(dmin.shape[1]):
+        u0 = np.float32(0); u1 = np.float32(0); u2 = np.float32(0); u3 = np.float32(0)
+        for b in range(8 * sb, 8 * sb + 8):
+            xb = xs[b]
+            u0 += np.float32(mn[r0, b]) * xb; u1 += np.float32(mn[r1, b]) * xb
+            u2 += np.float32(mn[r2, b]) * xb; u3 += np.float32(mn[r3, b]) * xb
+        a0 += f16_to_f32(dmin[r0, sb]) * u0; a1 += f16_to_f32(dmin[r1, sb]) * u1
+        a2 += f16_to_f32(dmin[r2, sb]) * u2; a3 += f16_to_f32(dmin[r3, sb]) * u3
+    return a0, a1, a2, a3
+
 @njit(cache=True, fastmath=True, parallel=True)
 def matvec_q4_k(d, dmin, sc, mn, qs, x, out):
     """out = W @ x for Q4_K weights `d*sc*q - dmin*mn`: d, dmin (f16 bits) per super-block of 256, the 6-bit sc, mn per
@@ -405,14 +420,8 @@ def matvec_q4_k(d, dmin, sc, mn, qs, x, out):
                 a0 += f16_to_f32(d[r0, sb]) * t0; a1 += f16_to_f32(d[r1, sb]) * t1
                 a2 += f16_to_f32(d[r2, sb]) * t2; a3 += f16_to_f32(d[r3, sb]) * t3
                 t0 = np.float32(0); t1 = np.float32(0); t2 = np.float32(0); t3 = np.float32(0)
-        for sb in range(n_super):                # the minimums' share, dmin * sum over sub-blocks of mn * sum(x)
-            u0 = np.float32(0); u1 = np.float32(0); u2 = np.float32(0); u3 = np.float32(0)
-            for b in range(8 * sb, 8 * sb + 8):
-                xb = xs[b]
-                u0 += np.float32(mn[r0, b]) * xb; u1 += np.float32(mn[r1, b]) * xb
-                u2 += np.float32(mn[r2, b]) * xb; u3 += np.float32(mn[r3, b]) * xb
-            a0 -= f16_to_f32(dmin[r0, sb]) * u0; a1 -= f16_to_f32(dmin[r1, sb]) * u1
-            a2 -= f16_to_f32(dmin[r2, sb]) * u2; a3 -= f16_to_f32(dmin[r3, sb]) * u3
+        m0, m1, m2, m3 = _k_minimums(dmin, mn, xs, r0, r1, r2, r3)
+        a0 -= m0; a1 -= m1; a2 -= m2; a3 -= m3
         out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # a repeated last row keeps slot 0's value
 
 # %% ../nbs/03_kernels.ipynb #88b2f6a4
@@ -490,14 +499,8 @@ def matvec_q5_k(d, dmin, sc, mn, qs, hb, x, out):
                 a0 += f16_to_f32(d[r0, sb]) * t0; a1 += f16_to_f32(d[r1, sb]) * t1
                 a2 += f16_to_f32(d[r2, sb]) * t2; a3 += f16_to_f32(d[r3, sb]) * t3
                 t0 = np.float32(0); t1 = np.float32(0); t2 = np.float32(0); t3 = np.float32(0)
-        for sb in range(n_super):                # the minimums' share, dmin * sum over sub-blocks of mn * sum(x)
-            u0 = np.float32(0); u1 = np.float32(0); u2 = np.float32(0); u3 = np.float32(0)
-            for b in range(8 * sb, 8 * sb + 8):
-                xb = xs[b]
-                u0 += np.float32(mn[r0, b]) * xb; u1 += np.float32(mn[r1, b]) * xb
-                u2 += np.float32(mn[r2, b]) * xb; u3 += np.float32(mn[r3, b]) * xb
-            a0 -= f16_to_f32(dmin[r0, sb]) * u0; a1 -= f16_to_f32(dmin[r1, sb]) * u1
-            a2 -= f16_to_f32(dmin[r2, sb]) * u2; a3 -= f16_to_f32(dmin[r3, sb]) * u3
+        m0, m1, m2, m3 = _k_minimums(dmin, mn, xs, r0, r1, r2, r3)
+        a0 -= m0; a1 -= m1; a2 -= m2; a3 -= m3
         out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # reverse: in the last group, slot 0 is right
 
 @njit(cache=True, fastmath=True, parallel=True)
