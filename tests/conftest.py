@@ -1,5 +1,5 @@
 """Shared test fixtures: where the real models are (installed from PyPI by tools/setup.sh --dev)."""
-import hashlib, importlib.util
+import hashlib, importlib.util, subprocess, sys
 from pathlib import Path
 import pytest
 
@@ -53,3 +53,11 @@ def real_model_path(request):
 def load_fixture(name):
     import json
     return json.loads((HERE / "fixtures" / name).read_text())
+
+
+LLMBOOK_SCRIPT = Path(sys.executable).parent / "llmbook"
+
+def llmbook(*args, input=None, timeout=600):
+    "Run the installed `llmbook` script (or `python -m llmbook.cli` when there is none) as a user would: a subprocess."
+    cmd = [str(LLMBOOK_SCRIPT)] if LLMBOOK_SCRIPT.exists() else [sys.executable, "-m", "llmbook.cli"]
+    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, input=input)

@@ -1,15 +1,7 @@
 """`llmbook bench` as a user runs it: the report, --json, and --cold (a fresh process compiling on an empty numba cache)."""
-import json, subprocess, sys
-from pathlib import Path
+import json
+from conftest import llmbook
 from llmbook.model import write_random_model
-
-SCRIPT = Path(sys.executable).parent / "llmbook"
-
-
-def llmbook(*args, timeout=600):
-    cmd = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "llmbook.cli"]
-    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
-
 
 def test_bench_cold_compiles_in_a_fresh_process(tmp_path):
     model = write_random_model(tmp_path / "tiny.gguf")

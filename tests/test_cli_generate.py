@@ -1,18 +1,8 @@
 """`llmbook generate`, `chat` and `tokenize` as a user runs them: subprocesses, stdout, stderr, exit status."""
-import json, subprocess, sys
-from pathlib import Path
+import json
 import pytest
-from conftest import load_fixture
+from conftest import llmbook, load_fixture
 from llmbook.generate import load, write_random_chat_model
-
-SCRIPT = Path(sys.executable).parent / "llmbook"
-
-
-def llmbook(*args, input=None, timeout=600):
-    "Run the installed `llmbook` script (or `python -m llmbook.cli` when there is none)."
-    cmd = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "llmbook.cli"]
-    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, input=input)
-
 
 def one_error_line(r, *words):
     assert r.returncode != 0 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr

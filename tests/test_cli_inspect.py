@@ -3,17 +3,9 @@ import json, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest
+from conftest import llmbook
 from llmbook.gguf import GGUFWriter, GGUFFile
 from llmbook.tensors import GGMLType, QTensor
-
-SCRIPT = Path(sys.executable).parent / "llmbook"
-
-
-def llmbook(*args, timeout=60):
-    "Run the installed `llmbook` script (or `python -m llmbook.cli` when there is none)."
-    cmd = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "llmbook.cli"]
-    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
-
 
 @pytest.fixture
 def small(tmp_path):
