@@ -1,6 +1,5 @@
 """`llmbook inspect` as a user runs it: a subprocess, stdout, stderr, exit status."""
 import json, subprocess, sys
-from pathlib import Path
 import numpy as np
 import pytest
 from conftest import llmbook
