@@ -13,6 +13,7 @@ from .generate import load
 from pathlib import Path
 from .model import Model, benchmark, numba_cache_stats
 from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
+from .int8 import KERNEL_SETS, KERNEL_SET_NAMES, kernel_set
 
 # %% auto #0
 __all__ = ['COLD_RUN', 'COMMANDS', 'inspect_args', 'inspect', 'generate_args', 'generate', 'chat_args', 'chat', 'tokenize_args',
@@ -29,6 +30,8 @@ def inspect(args) -> int:
     with GGUFFile(args.path) as f:
         if args.key is None:
             print(f.summary(max_tensors=args.max_tensors))
+            ks = kernel_set()
+            print(f"\nkernels on this CPU: {ks} ({KERNEL_SET_NAMES[ks]})")
             return 0
         if args.key not in f.metadata: raise KeyError(f"{args.path}: no metadata key {args.key!r}")
         print(json.dumps(f.metadata[args.key], ensure_ascii=False, indent=None))
@@ -55,6 +58,8 @@ def _model_args(p: argparse.ArgumentParser):
     p.add_argument("--model", "-m", default=None, metavar="PATH", help="a GGUF model (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--threads", "-t", type=int, default=None, metavar="N", help="threads for the kernels (default: all cores)")
     p.add_argument("--ctx", "-c", type=int, default=None, metavar="N", help="context size in tokens (default: the model's, at most 4096)")
+    p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
+                   help="matrix kernels: avx2 (integer dot products) or float; default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
 
 def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
     p.add_argument("--max-tokens", "-n", type=int, default=max_tokens, metavar="N", help=f"generate at most N tokens (default {max_tokens})")
@@ -74,7 +79,7 @@ def _sampling(args) -> dict:
 def _load(args):
     name = args.model or "the default model"
     with _Notice(f"loading {name}"):
-        return load(args.model, n_threads=args.threads, n_ctx=args.ctx)
+        return load(args.model, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels)
 
 def _write_stream(stream):
     "Print a generation's pieces as they come; return the `Completion`."
@@ -161,6 +166,7 @@ def perplexity_args(p: argparse.ArgumentParser):
     p.add_argument("--ctx", "-c", type=int, default=128, metavar="N", help="tokens per window; the second half of each is scored (default 128)")
     p.add_argument("--reference", default=None, metavar="PATH", help="also compare with this model (the original): KL divergence, top-1 agreement")
     p.add_argument("--threads", "-t", type=int, default=None, metavar="N", help="threads for the kernels (default: all cores)")
+    p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS], help="matrix kernels (default auto: the best this CPU has)")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
 
 def perplexity(args) -> int:
@@ -168,8 +174,8 @@ def perplexity(args) -> int:
     elif args.text == "-": text = sys.stdin.read()
     else: text = Path(args.text).read_text(encoding="utf-8")
     with _Notice("loading the model"):
-        m = Model.load(args.model, n_threads=args.threads, n_ctx=args.ctx)
-        ref = Model.load(args.reference, n_threads=args.threads, n_ctx=args.ctx) if args.reference else None
+        m = Model.load(args.model, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels)
+        ref = Model.load(args.reference, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels) if args.reference else None
     tok = Tokenizer.from_gguf(m.gguf)
     ids = tok.encode(text)
     bos = tok.bos if tok.add_bos and tok.bos >= 0 else None
@@ -226,7 +232,7 @@ def bench(args) -> int:
     n_ctx = args.ctx or args.prompt_tokens + args.gen_tokens + 2
     t0 = time.perf_counter()
     with _Notice(f"loading {args.model or 'the default model'}"):
-        m = Model.load(args.model, n_threads=args.threads, n_ctx=n_ctx)
+        m = Model.load(args.model, n_threads=args.threads, n_ctx=n_ctx, kernels=args.kernels)
     load_s = time.perf_counter() - t0
     with _Notice("measuring (a first run also compiles the numba kernels: a minute or two)"):
         r = benchmark(m, args.prompt_tokens, args.gen_tokens, args.repeat)
@@ -241,6 +247,7 @@ def bench(args) -> int:
         return 0
     print(f"model     {Path(r['model']).name} ({r['arch']}), loaded in {load_s:.2f} s")
     print(f"threads   {r['threads']} ({r['threading_layer']} threading layer)")
+    print(f"kernels   {r['kernels']} ({KERNEL_SET_NAMES[r['kernels']]})")
     print(f"first run {r['first_pass_s']:.2f} s (numba cache {r['numba_cache']}: {cache['compiled']} kernels compiled, "
           f"{cache['loaded']} loaded from disk)")
     if args.cold: print(f"cold      {r['cold_start_s']:.1f} s for a fresh process on an empty numba cache (import, load, compile)")

@@ -62,9 +62,10 @@ def tokenizer(self: Model) -> Tokenizer:
     if tok is None: tok = self.__dict__["_tokenizer"] = Tokenizer.from_gguf(self.gguf)
     return tok
 
-def load(path=None, n_threads: int | None = None, n_ctx: int | None = None) -> Model:
-    "Open a GGUF model and its tokenizer (`path=None`: the embedded SmolLM2-135M-Instruct); `n_ctx` is the context size."
-    m = Model.load(path, n_threads=n_threads, n_ctx=n_ctx)
+def load(path=None, n_threads: int | None = None, n_ctx: int | None = None, kernels: str | None = None) -> Model:
+    """Open a GGUF model and its tokenizer (`path=None`: the embedded SmolLM2-135M-Instruct); `n_ctx` is the context
+    size; `kernels` 'avx2' or 'float' forces a kernel set (default: the best this CPU has, chapter 03a)."""
+    m = Model.load(path, n_threads=n_threads, n_ctx=n_ctx, kernels=kernels)
     m.tokenizer
     return m
 

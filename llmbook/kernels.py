@@ -24,7 +24,7 @@ from numba.extending import intrinsic
 from llvmlite import ir
 from .tensors import GGMLType, QTensor, type_info
 from .quants import (BLOCK_Q4_0, BLOCK_Q4_1, BLOCK_Q5_0, BLOCK_Q5_1, BLOCK_Q8_0, BLOCK_Q4_K, BLOCK_Q5_K,
-                            BLOCK_Q6_K, unpack_bits, unpack_scales_k4)
+                            BLOCK_Q6_K, BLOCK_Q2_K, BLOCK_Q3_K, unpack_bits, unpack_scales_k4)
 
 # %% ../nbs/03_kernels.ipynb #8af5e066
 def _tbb_library_paths() -> list[str]:
@@ -116,7 +116,8 @@ def random_qtensor(ggml_type, shape, seed: int = 0) -> QTensor:
 
 BLOCK_DTYPES = {GGMLType.Q4_0: BLOCK_Q4_0, GGMLType.Q4_1: BLOCK_Q4_1, GGMLType.Q5_0: BLOCK_Q5_0,
                 GGMLType.Q5_1: BLOCK_Q5_1, GGMLType.Q8_0: BLOCK_Q8_0, GGMLType.Q4_K: BLOCK_Q4_K,
-                GGMLType.Q5_K: BLOCK_Q5_K, GGMLType.Q6_K: BLOCK_Q6_K}
+                GGMLType.Q5_K: BLOCK_Q5_K, GGMLType.Q6_K: BLOCK_Q6_K,
+                GGMLType.Q2_K: BLOCK_Q2_K, GGMLType.Q3_K: BLOCK_Q3_K}
 
 # %% ../nbs/03_kernels.ipynb #54357ee3
 @intrinsic

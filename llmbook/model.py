@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['SUPPORTED_ARCHS', 'LINEAR_SLAB_BYTES', 'BACKENDS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_INSTALL',
            'UnsupportedModelError', 'ModelConfig', 'LayerWeights', 'ModelWeights', 'load_weights', 'linear', 'Model',
-           'default_model_path', 'qkv_to_cache', 'pack_weights', 'Projection', 'Workspace', 'LayerPlan', 'KernelEngine',
-           'write_random_model', 'numba_cache_stats', 'benchmark']
+           'default_model_path', 'qkv_to_cache', 'pack_weights', 'weight_matrices', 'Projection', 'Workspace',
+           'LayerPlan', 'KernelEngine', 'write_random_model', 'numba_cache_stats', 'benchmark']
 
 # %% ../nbs/06_model.ipynb #aab23454
 from dataclasses import dataclass, field
@@ -22,6 +22,7 @@ import mmap, sys, time, weakref
 import numba
 from numba import njit, prange
 from . import kernels as K
+from . import int8 as I8
 
 # %% ../nbs/06_model.ipynb #a85f0d97
 SUPPORTED_ARCHS = ("llama", "gemma3")
@@ -234,7 +235,8 @@ def _small_pages():
 
 class Model:
     "A llama or gemma3 model over a GGUF file: `forward(tokens, cache)` returns logits; weights stay quantized."
-    def __init__(self, gguf: GGUFFile, n_ctx: int | None = None, n_threads: int | None = None, backend: str = "kernels"):
+    def __init__(self, gguf: GGUFFile, n_ctx: int | None = None, n_threads: int | None = None, backend: str = "kernels",
+                 kernels: str | None = None):
         self.gguf = gguf
         self.config = c = ModelConfig.from_gguf(gguf)
         self.weights = load_weights(gguf, c)
@@ -249,7 +251,7 @@ class Model:
                                        c.rope_scale if c.window(i) is None else 1.0,
                                        self.weights.rope_freq_factors) for i in range(c.n_layers)]
         # the fast path (defined further down): weights packed for the kernels, once
-        self.engine = KernelEngine(c, self.weights, self.layer_freqs, gguf, n_threads) if backend == "kernels" else None
+        self.engine = KernelEngine(c, self.weights, self.layer_freqs, gguf, n_threads, kernels) if backend == "kernels" else None
         self.n_threads = self.engine.n_threads if self.engine else n_threads
 
     def __repr__(self):
@@ -357,11 +359,12 @@ class Model:
 
     # --- entry points ---
     @classmethod
-    def load(cls, path=None, n_threads: int | None = None, n_ctx: int | None = None, backend: str = "kernels") -> "Model":
+    def load(cls, path=None, n_threads: int | None = None, n_ctx: int | None = None, backend: str = "kernels",
+             kernels: str | None = None) -> "Model":
         "Open a GGUF model (`path=None`: the default SmolLM2, see below) and build the `Model`."
         path = Path(path) if path is not None else default_model_path()
         if not path.is_file(): raise FileNotFoundError(f"no model file at {path}")
-        return cls(GGUFFile(path), n_ctx=n_ctx, n_threads=n_threads, backend=backend)
+        return cls(GGUFFile(path), n_ctx=n_ctx, n_threads=n_threads, backend=backend, kernels=kernels)
 
     def logits(self, ids) -> np.ndarray:
         "float32 logits `[len(ids), n_vocab]` of `ids` on a fresh context (positions 0..n-1)."
@@ -439,25 +442,30 @@ def pack_weights(*tensors: QTensor) -> K.PackedMatrix:
         widened.append(QTensor(rows.view(np.uint8).reshape(-1), GGMLType.F16, t.shape))
     return K.pack(*widened)
 
+def weight_matrices(tensors, kernels: str) -> list:
+    """The matrices that run `tensors` (one input, outputs side by side), by runs of one type: with the integer
+    kernels, read in place from the file (`int8.BlockMatrix`); otherwise packed, once, for chapter 03's."""
+    runs = []
+    for t in tensors:
+        if runs and runs[-1][-1].type == t.type: runs[-1].append(t)
+        else: runs.append([t])
+    return [I8.BlockMatrix(*run) if kernels == "avx2" and run[0].type in I8.MATVEC else pack_weights(*run) for run in runs]
+
 class Projection:
-    "Weight matrices taking the same input, outputs side by side (q|k|v, gate|up): packed once, by runs of one type."
-    def __init__(self, tensors, biases=()):
-        runs = []
-        for t in tensors:
-            if runs and runs[-1][-1].type == t.type: runs[-1].append(t)
-            else: runs.append([t])
+    """Weight matrices taking the same input, outputs side by side (q|k|v, gate|up): the kernel of each part is
+    chosen once, and called directly per token, with no checks (the engine's buffers have the right shapes)."""
+    def __init__(self, tensors, biases=(), kernels: str = "float"):
         self.parts, r0 = [], 0
-        for run in runs:
-            pm = pack_weights(*run)
-            self.parts.append((pm, r0, r0 + pm.n_rows)); r0 += pm.n_rows
+        for m in weight_matrices(tensors, kernels):
+            self.parts.append((m, r0, r0 + m.n_rows)); r0 += m.n_rows
         self.n_rows, self.n_cols = r0, tensors[0].shape[1]
         self.bias = None
         if any(b is not None for b in biases):
             self.bias = np.concatenate([b if b is not None else np.zeros(t.shape[0], np.float32) for t, b in zip(tensors, biases)])
         # the dispatch, decided once: one kernel call per part, for one token and for a batch
-        self._calls = [(pm._matvec, pm.arrays, a, b) for pm, a, b in self.parts]
-        self._batch_calls = [(pm._gemm, pm.arrays, a) for pm, a, _ in self.parts]
-        self.nbytes = sum(pm.nbytes for pm, _, _ in self.parts)
+        self._calls = [(m._matvec, m.arrays, a, b) for m, a, b in self.parts]
+        self._batch_calls = [(m._gemm, m.arrays, a) for m, a, _ in self.parts]
+        self.nbytes = sum(m.nbytes for m, _, _ in self.parts)
 
     def matvec(self, x: np.ndarray, out: np.ndarray):
         "out = W @ x for one token (contiguous float32 vectors)."
@@ -488,14 +496,14 @@ class Workspace:
 
 class LayerPlan:
     "One layer, ready for the kernels: packed projections, norm vectors, attention window, RoPE table."
-    def __init__(self, lw: LayerWeights, c: ModelConfig, l: int, rope_table: int):
+    def __init__(self, lw: LayerWeights, c: ModelConfig, l: int, rope_table: int, kernels: str = "float"):
         empty = np.zeros(0, np.float32)
         bias = lw.biases.get
         self.attn_norm, self.ffn_norm = lw.attn_norm, lw.ffn_norm
-        self.qkv = Projection([lw.attn_q, lw.attn_k, lw.attn_v], [bias("attn_q"), bias("attn_k"), bias("attn_v")])
-        self.o = Projection([lw.attn_output], [bias("attn_output")])
-        self.gate_up = Projection([lw.ffn_gate, lw.ffn_up], [bias("ffn_gate"), bias("ffn_up")])
-        self.down = Projection([lw.ffn_down], [bias("ffn_down")])
+        self.qkv = Projection([lw.attn_q, lw.attn_k, lw.attn_v], [bias("attn_q"), bias("attn_k"), bias("attn_v")], kernels)
+        self.o = Projection([lw.attn_output], [bias("attn_output")], kernels)
+        self.gate_up = Projection([lw.ffn_gate, lw.ffn_up], [bias("ffn_gate"), bias("ffn_up")], kernels)
+        self.down = Projection([lw.ffn_down], [bias("ffn_down")], kernels)
         self.q_norm = lw.attn_q_norm if lw.attn_q_norm is not None else empty
         self.k_norm = lw.attn_k_norm if lw.attn_k_norm is not None else empty
         self.post_attn_norm, self.post_ffw_norm = lw.post_attention_norm, lw.post_ffw_norm
@@ -515,10 +523,13 @@ def _drop_file_pages(gguf: GGUFFile | None):
         except (OSError, ValueError): pass        # an advice, not a requirement
 
 class KernelEngine:
-    "The forward pass on chapter 03's kernels: weights packed once, buffers allocated once, a dozen calls per layer."
+    """The forward pass on the kernels of chapters 03 and 03a: buffers allocated once, a dozen calls per layer.
+    `kernels`: 'avx2' (integer dot products on the file's blocks, read in place), 'float' (chapter 03's, on weights
+    packed once), or None for the best this CPU has (`int8.kernel_set`)."""
     def __init__(self, config: ModelConfig, weights: ModelWeights, layer_freqs: list, gguf: GGUFFile | None = None,
-                 n_threads: int | None = None):
+                 n_threads: int | None = None, kernels: str | None = None):
         c = self.config = config
+        self.kernels = I8.kernel_set(kernels)
         self.n_threads = K.set_threads(n_threads)           # default: the physical cores
         self.freqs = []                                     # distinct RoPE frequency vectors (gemma3: local, global)
         def table_of(freqs):
@@ -526,19 +537,20 @@ class KernelEngine:
                 if np.array_equal(f, freqs): return i
             self.freqs.append(freqs)
             return len(self.freqs) - 1
-        # the biggest matrices first, then layer by layer, handing back the file's pages after each: at the peak we
-        # hold the packed copy and the file pages of one matrix or one layer, not two copies of the model
-        self.embd = pack_weights(weights.token_embd)
-        _drop_file_pages(gguf)
-        self.head = self.embd if weights.output is weights.token_embd else pack_weights(weights.output)
-        _drop_file_pages(gguf)
+        # Integer kernels read the file in place: nothing to pack. Packing for the float kernels goes the biggest
+        # matrices first, then layer by layer, handing back the file's pages after each: at the peak we hold the
+        # packed copy and the file pages of one matrix or one layer, not two copies of the model.
+        drop_pages = (lambda: None) if self.kernels == "avx2" else (lambda: _drop_file_pages(gguf))
+        self.embd = weight_matrices([weights.token_embd], self.kernels)[0]
+        drop_pages()
+        self.head = self.embd if weights.output is weights.token_embd else weight_matrices([weights.output], self.kernels)[0]
+        drop_pages()
         self.layers = []
         for l, lw in enumerate(weights.layers):
-            self.layers.append(LayerPlan(lw, c, l, table_of(layer_freqs[l])))
-            _drop_file_pages(gguf)
+            self.layers.append(LayerPlan(lw, c, l, table_of(layer_freqs[l]), self.kernels))
+            drop_pages()
         for a, b in zip(self.layers, self.layers[1:] + [None]):
             a.next_norm = b.attn_norm if b is not None else weights.output_norm
-        self.head_matvec = self.head._matvec
         self.embed_scale = np.float32(c.embed_scale)
         self.activation = K.geglu_stacked if c.ffn_act == "gelu_tanh" else K.swiglu_stacked
         self.n_qkv = self.layers[0].qkv.n_rows
@@ -578,7 +590,7 @@ class KernelEngine:
         for l, L in enumerate(self.layers):
             self.layer(l, L, ws, cache, pos0)
         logits = np.empty((n_out, c.n_vocab), np.float32)
-        if n_out == 1: self.head_matvec(*self.head.arrays, ws.xn[n - 1], logits[0])
+        if n_out == 1: self.head.matvec(ws.xn[n - 1], logits[0])
         else: self.head.matmul(ws.xn[n - n_out:], logits)
         if c.final_logit_softcap:
             cap = np.float32(c.final_logit_softcap)
@@ -678,4 +690,5 @@ def benchmark(model: "Model", n_prompt: int = 64, n_gen: int = 64, repeat: int =
         prefill, decode = min(prefill, t1 - t0), min(decode, t2 - t1)
     return dict(prefill=n_prompt / prefill, decode=n_gen / decode, ms_per_token=1e3 * decode / n_gen,
                 first_pass_s=first, n_prompt=n_prompt, n_gen=n_gen, backend=model.backend,
-                threads=model.n_threads if model.engine else None, threading_layer=K.threading_layer())
+                threads=model.n_threads if model.engine else None, threading_layer=K.threading_layer(),
+                kernels=model.engine.kernels if model.engine else None)

@@ -7,6 +7,9 @@ Tolerances, measured before they were set:
   (Gemma 3, up to ~130); we allow 2e-3, require the same argmax everywhere and cosine >= 0.99999.
 - prefill (dequantized slabs x gemm) against one token at a time (matrix x vector from the blocks): measured
   6e-5 and 8e-5; we allow 1e-3.
+These hold for the float kernels (chapter 03). The integer kernels (chapter 03a, the default on AVX2) round the
+activations to int8 before each product, as llama.cpp does: against numpy they agree to about 1% of the largest
+logit (cosine >= 0.999); prefill against decode, which round the same way, still agree to 1e-4.
 """
 import threading, warnings
 import numpy as np
@@ -14,6 +17,11 @@ import numba
 import pytest
 from llmbook.model import Model, write_random_model
 from llmbook import kernels as K
+from llmbook.int8 import BlockMatrix, kernel_set
+
+HAS_AVX2 = kernel_set() == "avx2"
+needs_avx2 = pytest.mark.skipif(not HAS_AVX2, reason="this CPU has no AVX2 (or NUMBA_CPU_NAME names one without): the integer kernels cannot run here")
+KERNELS = ["float", pytest.param("avx2", marks=needs_avx2)]
 
 IDS = np.array([3, 17, 42, 7, 99, 0, 5, 64, 23, 11, 8, 31, 2])
 
@@ -21,8 +29,8 @@ def cosine_rows(a, b):
     a, b = a.astype(np.float64), b.astype(np.float64)
     return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
 
-def both(path, **kw):
-    return Model.load(path, **kw), Model.load(path, backend="numpy", **kw)
+def both(path, kernels="float", **kw):
+    return Model.load(path, kernels=kernels, **kw), Model.load(path, backend="numpy", **kw)
 
 # weight types with a kernel; the K-quants need rows of 256 values
 SMALL = dict(n_embd=64, n_heads=4, n_kv_heads=2, head_dim=16, n_ff=96)
@@ -30,29 +38,62 @@ WIDE = dict(n_embd=256, n_heads=4, n_kv_heads=2, head_dim=64, n_ff=512)
 TYPES = [("Q8_0", SMALL), ("Q4_0", SMALL), ("Q4_1", SMALL), ("Q5_0", SMALL), ("Q5_1", SMALL), ("F16", SMALL),
          ("F32", SMALL), ("Q4_K", WIDE), ("Q5_K", WIDE), ("Q6_K", WIDE)]
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 @pytest.mark.parametrize("wtype,dims", TYPES, ids=[t for t, _ in TYPES])
-def test_kernels_match_numpy_every_type(tmp_path, arch, wtype, dims):
+def test_kernels_match_numpy_every_type(tmp_path, arch, wtype, dims, kernels):
     extra = dict(sliding_window=4, n_layers=7) if arch == "gemma3" else {}
     path = write_random_model(tmp_path / f"{arch}-{wtype}.gguf", arch, wtype=wtype, tied=False, **dims, **extra)
-    fast, slow = both(path)
-    assert fast.engine is not None and slow.engine is None
+    fast, slow = both(path, kernels)
+    assert fast.engine is not None and slow.engine is None and fast.engine.kernels == kernels
     a, b = fast.logits(IDS), slow.logits(IDS)
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
-    # prefill then decode, through one cache: the rows agree with the full pass
+    if kernels == "float" or wtype in ("F16", "F32"): np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    else:       # measured: max error 0.2-4% of the largest logit, cosine >= 0.9985 (gemma3's 7 layers of width 64)
+        print(f"max error {np.abs(a - b).max() / np.abs(b).max():.4f}, cosine {cosine_rows(a, b).min():.5f}")
+        assert np.abs(a - b).max() < 0.08 * np.abs(b).max() and cosine_rows(a, b).min() >= 0.995
+    # prefill then decode, through one cache: the rows agree with the full pass (with int8 activations, a value
+    # that lands on a rounding boundary may round the other way when summed in another order: 1% of the largest)
     cache = fast.new_cache(16)
-    rows = [fast.forward(IDS[:6], cache)] + [fast.forward(IDS[t:t + 1], cache) for t in range(6, len(IDS))]
-    np.testing.assert_allclose(np.concatenate(rows), a, rtol=1e-4, atol=1e-4)
+    rows = np.concatenate([fast.forward(IDS[:6], cache)] + [fast.forward(IDS[t:t + 1], cache) for t in range(6, len(IDS))])
+    if kernels == "float": np.testing.assert_allclose(rows, a, rtol=1e-4, atol=1e-4)
+    else: assert np.abs(rows - a).max() < 0.02 * np.abs(a).max() and cosine_rows(rows, a).min() >= 0.999   # measured <= 1%
 
 def test_type_without_kernel_is_widened(tmp_path):
     path = write_random_model(tmp_path / "q3k.gguf", "llama", wtype="Q3_K", **WIDE)
     with pytest.warns(UserWarning, match="Q3_K"):
-        fast = Model.load(path)
+        fast = Model.load(path, kernels="float")
     slow = Model.load(path, backend="numpy")
     assert fast.engine.layers[0].qkv.parts[0][0].layout == "f16"
     a, b = fast.logits(IDS), slow.logits(IDS)
     # F16 rounding of the dequantized weights: ~1e-3 relative
     assert np.abs(a - b).max() < 1e-2 * np.abs(b).max() and (a.argmax(-1) == b.argmax(-1)).all()
+
+@needs_avx2
+@pytest.mark.parametrize("wtype", ["Q2_K", "Q3_K"])
+def test_low_bit_k_quants_run_in_place(tmp_path, wtype):
+    "Q2_K and Q3_K have integer kernels: read in place from the file, no widening, close to numpy."
+    path = write_random_model(tmp_path / f"{wtype}.gguf", "llama", wtype=wtype, **WIDE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fast, slow = both(path, "avx2")
+    part = fast.engine.layers[0].qkv.parts[0][0]
+    assert isinstance(part, BlockMatrix) and part.type.name == wtype
+    assert not part.w.flags.owndata and not part.w.flags.writeable          # a view of the read-only file map
+    a, b = fast.logits(IDS), slow.logits(IDS)
+    assert np.abs(a - b).max() < 0.02 * np.abs(b).max() and cosine_rows(a, b).min() >= 0.999
+    cache = fast.new_cache(16)
+    rows = np.concatenate([fast.forward(IDS[:6], cache)] + [fast.forward(IDS[t:t + 1], cache) for t in range(6, len(IDS))])
+    assert np.abs(rows - a).max() < 0.01 * np.abs(a).max() and cosine_rows(rows, a).min() >= 0.9999
+
+def test_kernel_set_is_chosen_and_can_be_forced(tmp_path, monkeypatch):
+    path = write_random_model(tmp_path / "t.gguf", "llama")
+    assert Model.load(path).engine.kernels == ("avx2" if HAS_AVX2 else "float")
+    assert Model.load(path, kernels="float").engine.kernels == "float"
+    monkeypatch.setenv("LLMBOOK_KERNELS", "float")
+    assert Model.load(path).engine.kernels == "float"
+    with pytest.raises(ValueError, match="unknown kernel set 'neon'"): Model.load(path, kernels="neon")
+    if not HAS_AVX2:
+        with pytest.raises(RuntimeError, match="AVX2"): Model.load(path, kernels="avx2")
 
 def test_decode_buffers_are_made_once_per_cache(tmp_path):
     m = Model.load(write_random_model(tmp_path / "t.gguf", "llama"))
@@ -112,6 +153,26 @@ def real_pair(request):
     if path is None: pytest.fail(f"{name} is not installed (tools/setup.sh --dev)")
     return both(path, n_ctx=64)
 
+@needs_avx2
+@pytest.mark.parametrize("real_pair", ["smollm2", "gemma3"], indirect=True)
+def test_real_model_integer_kernels_near_numpy(real_pair):
+    "The integer kernels round activations to int8 (as llama.cpp does): close to numpy, not equal."
+    _, slow = real_pair
+    fast = Model(slow.gguf, n_ctx=64, kernels="avx2")
+    text = [2, 651, 3304, 529, 6181, 563, 9079, 236761, 108, 818] if fast.config.arch == "gemma3" else \
+           [1, 504, 3575, 282, 4649, 314, 7042, 30, 198, 504]            # text, not random ids: clear choices
+    ids = np.array(text + text[1:] + text[1:5])
+    a, b = fast.logits(ids), slow.logits(ids)
+    top2 = np.sort(b, -1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] >= 1.0             # random ids make flat distributions: judge clear choices
+    top1 = (a.argmax(-1) == b.argmax(-1))[clear].mean()
+    print(f"{fast.config.arch}: cosine min {cosine_rows(a, b).min():.5f}, top-1 agreement {top1:.2f} of {clear.sum()} clear")
+    assert cosine_rows(a, b).min() >= 0.99 and clear.sum() >= 5 and top1 >= 0.85
+    cache = fast.new_cache(64)
+    rows = [fast.forward(ids[:10], cache)] + [fast.forward(ids[t:t + 1], cache) for t in range(10, len(ids))]
+    rows = np.concatenate(rows)        # measured: 2.6% / 3.4% of the largest logit, cosine 0.9998 / 0.9944
+    assert np.abs(rows - a).max() < 0.06 * np.abs(a).max() and cosine_rows(rows, a).min() >= 0.99
+
 @pytest.mark.parametrize("real_pair", ["smollm2", "gemma3"], indirect=True)
 def test_real_model_kernels_match_numpy(real_pair):
     fast, slow = real_pair
@@ -122,8 +183,8 @@ def test_real_model_kernels_match_numpy(real_pair):
     assert diff < 2e-3
     assert (a.argmax(-1) == b.argmax(-1)).all() and cosine_rows(a, b).min() >= 0.99999
     cache = fast.new_cache(64)
-    rows = [fast.forward(ids[:10], cache)] + [fast.forward(ids[t:t + 1], cache) for t in range(10, 24)]
-    assert np.abs(np.concatenate(rows) - a).max() < 1e-3
+    rows = np.concatenate([fast.forward(ids[:10], cache)] + [fast.forward(ids[t:t + 1], cache) for t in range(10, 24)])
+    assert np.abs(rows - a).max() < 1e-3
 
 @pytest.mark.parametrize("real_pair", ["smollm2"], indirect=True)
 def test_packed_weights_near_file_size(real_pair):
