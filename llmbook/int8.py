@@ -4,18 +4,19 @@
 
 # %% auto #0
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
-           'V8I32', 'V8F32', 'BLOCK_DOTS', 'TYPE_IDS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'MATVEC', 'GEMM',
-           'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum', 'quantize_q8',
-           'block_dot_codegen', 'f16_at', 'block_dot', 'matvec_q4_0', 'matvec_q4_1', 'matvec_q5_0', 'matvec_q5_1',
-           'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k', 'matvec_q6_k', 'gemm_q4_0',
-           'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k', 'gemm_q4_k', 'gemm_q5_k',
-           'gemm_q6_k', 'BlockMatrix']
+           'V8I32', 'V8F32', 'BLOCK_DOTS', 'TYPE_IDS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS',
+           'GEMM_ROWS', 'MATVEC', 'GEMM', 'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum',
+           'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'f16_at', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
+           'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k',
+           'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k',
+           'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'BlockMatrix']
 
 # %% ../nbs/03a_int8.ipynb #66f44c31
 import os, platform
 import numpy as np
 import numba
 from numba import njit, prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic, register_model, models
 from llvmlite import ir
 from .tensors import GGMLType, QTensor
@@ -198,6 +199,20 @@ def _nibbles(builder, pw, offset):
     return builder.shuffle_vector(lo, hi, _mask(range(32)))
 
 @intrinsic
+def prefetch_bytes(typingctx, w, offset, n):
+    "Ask the CPU to start loading bytes offset..offset+n of `w` into its caches (one request per 64-byte line)."
+    def codegen(context, builder, sig, args):
+        w, offset, n = args
+        i8p = I8.as_pointer()
+        fn = builder.module.globals.get("llvm.prefetch.p0") or ir.Function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, I32, I32, I32]), "llvm.prefetch.p0")
+        base = _byte_ptr(context, builder, sig.args[0], w, offset)
+        with cgutils.for_range_slice(builder, ir.Constant(n.type, 0), n, ir.Constant(n.type, 64)) as (i, _):
+            builder.call(fn, [builder.gep(base, [i]), ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+        return context.get_dummy_value()
+    return types.void(w, offset, n), codegen
+
+@intrinsic
 def f16_at(typingctx, w, offset):
     "The f16 at byte `offset` of the array `w`, as a float32."
     def codegen(context, builder, sig, args): return _f16(builder, _byte_ptr(context, builder, sig.args[0], *args), 0)
@@ -368,7 +383,9 @@ TYPE_IDS = tuple(int(GGMLType[t]) for t in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_
 _bytes = {2: 18, 3: 20, 6: 22, 7: 24, 8: 34, 10: 84, 11: 110, 12: 144, 13: 176, 14: 210}
 BLOCK_BYTES = tuple(_bytes.get(i, 0) for i in range(15))                      # by type id
 X_BLOCK = tuple(256 if i >= 10 else 32 for i in range(15))                     # activations' block: Q8_K or Q8_0
-HAS_OFFSET = tuple(i in (3, 7) for i in range(15))                              # Q4_1, Q5_1: an f16 m at byte 2
+HAS_OFFSET = tuple(i in (3, 7) for i in range(15))
+PREFETCH_ROWS = 4   # how far ahead the matrix x vector kernel asks for rows
+GEMM_ROWS = 16      # weight rows a batch task keeps in cache (16 x 1-2 KB) while every token passes over them                              # Q4_1, Q5_1: an f16 m at byte 2
 
 @njit(cache=True, inline="always")
 def _block_sums(xd, xb):
@@ -395,8 +412,10 @@ def _matvec(kind, w, rows_at, x, out):
     xq = np.empty(x.size, np.int8); xd = np.empty(nb, np.float32); xb = np.empty(x.size // 16, np.int16)
     _q8_row(x, xq, xd, xb, block)                  # a few hundred ns: cheaper than a call of its own
     xs = _block_sums(xd.reshape(1, -1), xb.reshape(1, -1)) if HAS_OFFSET[kind] else np.empty((1, 0), np.float32)
+    last, row_bytes = rows_at.size - 1, size * nb
     for r in prange(rows_at.size):
         o = rows_at[r]
+        prefetch_bytes(w, rows_at[min(r + PREFETCH_ROWS, last)], row_bytes)    # the row a few steps ahead
         a0 = vzero(); a1 = vzero()
         for b in range(0, nb - 1, 2):
             a0 = block_dot(kind, a0, w, o + size * b, xq, block * b, xb, per * b, xd[b])
@@ -414,31 +433,32 @@ def _gemm(kind, w, rows_at, X, out, col0):
     xq, xd, xb = quantize_q8(X, block)
     per = block // 16
     n, k, nb, last = xq.shape[0], xq.shape[1], xd.shape[1], xq.shape[0] - 1
-    kb = k // 16
+    kb, n_rows = k // 16, rows_at.size
     xs = _block_sums(xd, xb) if HAS_OFFSET[kind] else np.empty((1, 0), np.float32)
-    for r in prange(rows_at.size):
-        o = rows_at[r]
+    for tile in prange((n_rows + GEMM_ROWS - 1) // GEMM_ROWS):     # a task: a tile of rows, every token
         for t0 in range(0, n, 2):                  # two tokens at a time (the last repeated past the end)
             t1 = min(t0 + 1, last)
-            a0 = vzero(); a1 = vzero(); c0 = vzero(); c1 = vzero()
-            for b in range(0, nb - 1, 2):          # even and odd blocks apart, summed in _matvec's order
-                wo, xo, bo = o + size * b, block * b, per * b
-                a0 = block_dot(kind, a0, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b])
-                c0 = block_dot(kind, c0, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b])
-                wo, xo, bo = wo + size, xo + block, bo + per
-                a1 = block_dot(kind, a1, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b + 1])
-                c1 = block_dot(kind, c1, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b + 1])
-            if nb % 2:
-                b = nb - 1
-                a0 = block_dot(kind, a0, w, o + size * b, xq, k * t0 + block * b, xb, kb * t0 + per * b, xd[t0, b])
-                c0 = block_dot(kind, c0, w, o + size * b, xq, k * t1 + block * b, xb, kb * t1 + per * b, xd[t1, b])
-            m0 = np.float32(0); m1 = np.float32(0)
-            if HAS_OFFSET[kind]:
-                for b in range(nb):
-                    m = f16_at(w, o + size * b + 2)
-                    m0 += m * xs[t0, b]; m1 += m * xs[t1, b]
-            out[t1, col0 + r] = vsum(c0) + vsum(c1) + m1
-            out[t0, col0 + r] = vsum(a0) + vsum(a1) + m0
+            for r in range(GEMM_ROWS * tile, min(GEMM_ROWS * (tile + 1), n_rows)):
+                o = rows_at[r]
+                a0 = vzero(); a1 = vzero(); c0 = vzero(); c1 = vzero()
+                for b in range(0, nb - 1, 2):      # even and odd blocks apart, summed in _matvec's order
+                    wo, xo, bo = o + size * b, block * b, per * b
+                    a0 = block_dot(kind, a0, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b])
+                    c0 = block_dot(kind, c0, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b])
+                    wo, xo, bo = wo + size, xo + block, bo + per
+                    a1 = block_dot(kind, a1, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b + 1])
+                    c1 = block_dot(kind, c1, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b + 1])
+                if nb % 2:
+                    b = nb - 1
+                    a0 = block_dot(kind, a0, w, o + size * b, xq, k * t0 + block * b, xb, kb * t0 + per * b, xd[t0, b])
+                    c0 = block_dot(kind, c0, w, o + size * b, xq, k * t1 + block * b, xb, kb * t1 + per * b, xd[t1, b])
+                m0 = np.float32(0); m1 = np.float32(0)
+                if HAS_OFFSET[kind]:
+                    for b in range(nb):
+                        m = f16_at(w, o + size * b + 2)
+                        m0 += m * xs[t0, b]; m1 += m * xs[t1, b]
+                out[t1, col0 + r] = vsum(c0) + vsum(c1) + m1
+                out[t0, col0 + r] = vsum(a0) + vsum(a1) + m0
 
 # %% ../nbs/03a_int8.ipynb #4ee00cc1
 @njit(cache=True)
