@@ -1,6 +1,6 @@
 """The speed table of the book's index page: llmbook against llama.cpp, same machine, same files, same threads.
 
-    python tools/bench_index.py                 # both real models, 2 threads
+    python tools/bench_index.py                 # both real models (and the 1B-shaped file if made), 2 threads
     REFPY=/path/to/python-with-llama_cpp python tools/bench_index.py --threads 4
 
 llmbook's side is `llmbook bench --json` (a random prompt of N token ids, then greedy decoding, best of R
@@ -8,7 +8,8 @@ runs). llama.cpp's side (through llama-cpp-python, in its own interpreter: llmbo
 same prompt ids (numpy's generator, same seed) the same way: `eval(prompt)`, then one token at a time.
 The two sides alternate for a few rounds and the best of each counts, so that load from other programs
 on the machine does not favour one side.
-Prints the Markdown rows for nbs/index.ipynb ("How fast, against llama.cpp").
+Prints the Markdown rows for nbs/index.ipynb ("How fast, against llama.cpp"), with the kernel set llmbook chose.
+The Llama-3.2-1B-shaped file is `bench/make_llama1b.py`'s (random weights: speed only).
 """
 import argparse, json, os, subprocess, sys, tempfile
 from pathlib import Path
@@ -54,16 +55,20 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs per process (best counts)")
     ap.add_argument("--rounds", type=int, default=3, help="processes per side, alternating (best counts)")
     ap.add_argument("--refpy", default=os.environ.get("REFPY", "/work/ref/venv/bin/python"))
+    ap.add_argument("--llama1b", default="/work/models/llama1b-q4_k_m.gguf", help="bench/make_llama1b.py's file (skipped if absent)")
     a = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
-    for name, path in (("SmolLM2-135M-Instruct Q4_1", smollm2_file()), ("Gemma 3 270M Q4_K_M", gemma3_file())):
-        if path is None: print(f"| {name} | {a.threads} | (model not installed) |||||"); continue
+    models = [("SmolLM2-135M-Instruct Q4_1", smollm2_file()), ("Gemma 3 270M Q4_K_M", gemma3_file())]
+    if Path(a.llama1b).is_file(): models.append(("Llama-3.2-1B-shaped Q4_K_M (random weights)", Path(a.llama1b)))
+    for name, path in models:
+        if path is None: print(f"| {name} | {a.threads} | (model not installed) ||||||"); continue
         ours, ref = {}, {}
         for _ in range(a.rounds):          # alternate the two sides: a burst of load elsewhere hits both alike
             for best, side in ((ours, llmbook_side), (ref, llama_cpp_side)):
                 r = side(path, a)
                 for k in ("prefill", "decode"): best[k] = max(best.get(k, 0.0), r[k])
-        print(f"| {name} | {a.threads} | {ours['prefill']:.0f} | {ref['prefill']:.0f} | "
+                if "kernels" in r: best["kernels"] = r["kernels"]
+        print(f"| {name} | {a.threads} | {ours['kernels']} | {ours['prefill']:.0f} | {ref['prefill']:.0f} | "
               f"{ours['decode']:.1f} | {ref['decode']:.1f} |", flush=True)
 
 if __name__ == "__main__":
