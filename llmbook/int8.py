@@ -6,7 +6,7 @@
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
            'V8I32', 'V8F32', 'BLOCK_DOTS', 'TYPE_IDS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS',
            'GEMM_ROWS', 'MATVEC', 'GEMM', 'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum',
-           'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'f16_at', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
+           'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
            'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k',
            'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k',
            'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'BlockMatrix']
@@ -179,7 +179,7 @@ def block_dot_codegen(ggml_type):
 
 def _block_args(context, builder, tys, args):
     "The pointers a block dot reads: the weight block, the block's int8 activations, their 16-sums; and acc, dx."
-    acc, w, wo, xq, xo, xb, bo, dx = args
+    acc, w, wo, xq, xo, xb, bo, dx = args[:8]
     pw = _byte_ptr(context, builder, tys[1], w, wo)
     px = _byte_ptr(context, builder, tys[3], xq, xo)
     pb = _byte_ptr(context, builder, tys[5], xb, builder.mul(bo, ir.Constant(bo.type, 2)))
@@ -212,22 +212,27 @@ def prefetch_bytes(typingctx, w, offset, n):
         return context.get_dummy_value()
     return types.void(w, offset, n), codegen
 
-@intrinsic
-def f16_at(typingctx, w, offset):
-    "The f16 at byte `offset` of the array `w`, as a float32."
-    def codegen(context, builder, sig, args): return _f16(builder, _byte_ptr(context, builder, sig.args[0], *args), 0)
-    return types.float32(w, offset), codegen
-
 @block_dot_codegen("Q4_0")
 def _q4_0(context, builder, tys, args):
     acc, pw, px, pb, dx = _block_args(context, builder, tys, args)
     levels = builder.sub(_nibbles(builder, pw, 2), _const(V32I8, 8))
     return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 0), dx), _dot_s8s8(builder, levels, _at(builder, px, 0, V32I8)))
 
+def _with_offset(builder, acc, pw, dx, xsum, sums):
+    """acc + d*dx * sums + m * xsum for a block that starts with f16 d and f16 m: both halves widened by one
+    `vcvtph2ps` and scaled by one multiply; the offset's share lands in lane 0 of the sums."""
+    dm = builder.fpext(_at(builder, pw, 0, ir.VectorType(ir.HalfType(), 2)), ir.VectorType(F32, 2))
+    pair = builder.insert_element(builder.insert_element(ir.Constant(ir.VectorType(F32, 2), ir.Undefined), dx,
+                                                         ir.Constant(I32, 0)), xsum, ir.Constant(I32, 1))
+    scaled = builder.fmul(dm, pair)                               # (d * dx, m * sum(x))
+    acc = _scaled_add(builder, acc, builder.extract_element(scaled, ir.Constant(I32, 0)), sums)
+    lane0 = builder.shuffle_vector(scaled, ir.Constant(ir.VectorType(F32, 2), [0.0, 0.0]), _mask([1] + [2] * 7))
+    return builder.fadd(acc, lane0)
+
 @block_dot_codegen("Q4_1")
 def _q4_1(context, builder, tys, args):
     acc, pw, px, pb, dx = _block_args(context, builder, tys, args)
-    return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 0), dx), _dot_u8s8(builder, _nibbles(builder, pw, 4), _at(builder, px, 0, V32I8)))
+    return _with_offset(builder, acc, pw, dx, args[8], _dot_u8s8(builder, _nibbles(builder, pw, 4), _at(builder, px, 0, V32I8)))
 
 # %% ../nbs/03a_int8.ipynb #db60e96c
 def _bits_to_bytes(builder, word, value):
@@ -250,7 +255,7 @@ def _q5_0(context, builder, tys, args):
 @block_dot_codegen("Q5_1")
 def _q5_1(context, builder, tys, args):
     acc, pw, px, pb, dx = _block_args(context, builder, tys, args)
-    return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 0), dx), _dot_u8s8(builder, _levels5(builder, pw, 4, 8), _at(builder, px, 0, V32I8)))
+    return _with_offset(builder, acc, pw, dx, args[8], _dot_u8s8(builder, _levels5(builder, pw, 4, 8), _at(builder, px, 0, V32I8)))
 
 # %% ../nbs/03a_int8.ipynb #8170be02
 def _k4_scales(builder, pw, offset):
@@ -396,12 +401,13 @@ def _block_sums(xd, xb):
     return xs
 
 @intrinsic
-def block_dot(typingctx, kind, acc, w, wo, xq, xo, xb, bo, dx):
-    "acc + the dot of type `kind`'s block at byte wo of w with the int8 activations at xq[xo:] (see above)."
+def block_dot(typingctx, kind, acc, w, wo, xq, xo, xb, bo, dx, xsum):
+    """acc + the dot of type `kind`'s block at byte wo of w with the int8 activations at xq[xo:] (their sums of 16
+    at xb[bo:], scale dx; xsum: the block's sum of x, for the types with an offset)."""
     if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in BLOCK_DOTS: return None
     gen = BLOCK_DOTS[kind.literal_value]
     def codegen(context, builder, sig, args): return gen(context, builder, sig.args[1:], args[1:])
-    return f32x8(kind, acc, w, wo, xq, xo, xb, bo, dx), codegen
+    return f32x8(kind, acc, w, wo, xq, xo, xb, bo, dx, xsum), codegen
 
 @njit(cache=True, parallel=True)
 def _matvec(kind, w, rows_at, x, out):
@@ -411,20 +417,19 @@ def _matvec(kind, w, rows_at, x, out):
     nb = x.size // block
     xq = np.empty(x.size, np.int8); xd = np.empty(nb, np.float32); xb = np.empty(x.size // 16, np.int16)
     _q8_row(x, xq, xd, xb, block)                  # a few hundred ns: cheaper than a call of its own
-    xs = _block_sums(xd.reshape(1, -1), xb.reshape(1, -1)) if HAS_OFFSET[kind] else np.empty((1, 0), np.float32)
+    xs = (_block_sums(xd.reshape(1, -1), xb.reshape(1, -1)) if HAS_OFFSET[kind] else np.zeros((1, nb), np.float32))[0]
     last, row_bytes = rows_at.size - 1, size * nb
     for r in prange(rows_at.size):
         o = rows_at[r]
         prefetch_bytes(w, rows_at[min(r + PREFETCH_ROWS, last)], row_bytes)    # the row a few steps ahead
         a0 = vzero(); a1 = vzero()
         for b in range(0, nb - 1, 2):
-            a0 = block_dot(kind, a0, w, o + size * b, xq, block * b, xb, per * b, xd[b])
-            a1 = block_dot(kind, a1, w, o + size * (b + 1), xq, block * (b + 1), xb, per * (b + 1), xd[b + 1])
-        if nb % 2: a0 = block_dot(kind, a0, w, o + size * (nb - 1), xq, block * (nb - 1), xb, per * (nb - 1), xd[nb - 1])
-        m = np.float32(0)
-        if HAS_OFFSET[kind]:
-            for b in range(nb): m += f16_at(w, o + size * b + 2) * xs[0, b]
-        out[r] = vsum(a0) + vsum(a1) + m
+            a0 = block_dot(kind, a0, w, o + size * b, xq, block * b, xb, per * b, xd[b], xs[b])
+            a1 = block_dot(kind, a1, w, o + size * (b + 1), xq, block * (b + 1), xb, per * (b + 1), xd[b + 1], xs[b + 1])
+        if nb % 2:
+            b = nb - 1
+            a0 = block_dot(kind, a0, w, o + size * b, xq, block * b, xb, per * b, xd[b], xs[b])
+        out[r] = vsum(a0) + vsum(a1)
 
 @njit(cache=True, parallel=True)
 def _gemm(kind, w, rows_at, X, out, col0):
@@ -434,7 +439,7 @@ def _gemm(kind, w, rows_at, X, out, col0):
     per = block // 16
     n, k, nb, last = xq.shape[0], xq.shape[1], xd.shape[1], xq.shape[0] - 1
     kb, n_rows = k // 16, rows_at.size
-    xs = _block_sums(xd, xb) if HAS_OFFSET[kind] else np.empty((1, 0), np.float32)
+    xs = _block_sums(xd, xb) if HAS_OFFSET[kind] else np.zeros(xd.shape, np.float32)
     for tile in prange((n_rows + GEMM_ROWS - 1) // GEMM_ROWS):     # a task: a tile of rows, every token
         for t0 in range(0, n, 2):                  # two tokens at a time (the last repeated past the end)
             t1 = min(t0 + 1, last)
@@ -443,22 +448,18 @@ def _gemm(kind, w, rows_at, X, out, col0):
                 a0 = vzero(); a1 = vzero(); c0 = vzero(); c1 = vzero()
                 for b in range(0, nb - 1, 2):      # even and odd blocks apart, summed in _matvec's order
                     wo, xo, bo = o + size * b, block * b, per * b
-                    a0 = block_dot(kind, a0, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b])
-                    c0 = block_dot(kind, c0, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b])
+                    a0 = block_dot(kind, a0, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b], xs[t0, b])
+                    c0 = block_dot(kind, c0, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b], xs[t1, b])
                     wo, xo, bo = wo + size, xo + block, bo + per
-                    a1 = block_dot(kind, a1, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b + 1])
-                    c1 = block_dot(kind, c1, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b + 1])
+                    a1 = block_dot(kind, a1, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b + 1], xs[t0, b + 1])
+                    c1 = block_dot(kind, c1, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b + 1], xs[t1, b + 1])
                 if nb % 2:
                     b = nb - 1
-                    a0 = block_dot(kind, a0, w, o + size * b, xq, k * t0 + block * b, xb, kb * t0 + per * b, xd[t0, b])
-                    c0 = block_dot(kind, c0, w, o + size * b, xq, k * t1 + block * b, xb, kb * t1 + per * b, xd[t1, b])
-                m0 = np.float32(0); m1 = np.float32(0)
-                if HAS_OFFSET[kind]:
-                    for b in range(nb):
-                        m = f16_at(w, o + size * b + 2)
-                        m0 += m * xs[t0, b]; m1 += m * xs[t1, b]
-                out[t1, col0 + r] = vsum(c0) + vsum(c1) + m1
-                out[t0, col0 + r] = vsum(a0) + vsum(a1) + m0
+                    wo, xo, bo = o + size * b, block * b, per * b
+                    a0 = block_dot(kind, a0, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b], xs[t0, b])
+                    c0 = block_dot(kind, c0, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b], xs[t1, b])
+                out[t1, col0 + r] = vsum(c0) + vsum(c1)
+                out[t0, col0 + r] = vsum(a0) + vsum(a1)
 
 # %% ../nbs/03a_int8.ipynb #4ee00cc1
 @njit(cache=True)
