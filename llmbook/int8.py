@@ -6,7 +6,7 @@
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
            'V8I32', 'V8F32', 'BLOCK_DOTS', 'TYPE_IDS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS',
            'GEMM_ROWS', 'MATVEC', 'GEMM', 'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum',
-           'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
+           'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
            'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k',
            'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k',
            'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'BlockMatrix']
@@ -139,19 +139,34 @@ def _scaled_add(builder, acc, scale, sums):
     return fma(builder.sitofp(sums, V8F32), _splat(builder, scale, V8F32), acc)
 
 # %% ../nbs/03a_int8.ipynb #086f2bf0
+@intrinsic
+def to_f16(typingctx, x):
+    "x rounded to the nearest IEEE half-precision value, as a float32 (a `vcvtps2ph` and back)."
+    if x != types.float32: return None
+    def codegen(context, builder, sig, args): return builder.fpext(builder.fptrunc(args[0], ir.HalfType()), F32)
+    return types.float32(x), codegen
+
 @njit(cache=True, inline="always")    # no fastmath: every caller must round a row exactly alike
 def _q8_row(x, xq, xd, xb, block):
+    """One row to int8, as llama.cpp does it. Blocks of 32 (Q8_0/Q8_1): d = max|x| / 127, stored as an f16. Blocks
+    of 256 (Q8_K): the value of largest magnitude, with its sign, maps to -127, and d (a float32) is 1 / that scale."""
     for b in range(x.size // block):
-        amax = np.float32(0)
-        for j in range(block): amax = max(amax, abs(x[block * b + j]))
-        d = amax / np.float32(127)
-        inv = np.float32(1) / d if d > 0 else np.float32(0)
-        xd[b] = d
+        amax = np.float32(0); vmax = np.float32(0)
+        for j in range(block):
+            v = x[block * b + j]
+            if abs(v) > amax: amax = abs(v); vmax = v
+        if block == 32:
+            d = amax / np.float32(127)
+            inv = np.float32(1) / d if d > 0 else np.float32(0)
+            xd[b] = to_f16(d)
+        else:
+            inv = np.float32(-127) / vmax if amax > 0 else np.float32(0)
+            xd[b] = np.float32(1) / inv if amax > 0 else np.float32(0)
         for g in range(block // 16):
             s = 0
             for j in range(16):
                 k = block * b + 16 * g + j
-                q = np.int32(np.rint(x[k] * inv))
+                q = min(np.int32(127), np.int32(np.rint(x[k] * inv)))
                 xq[k] = q
                 s += q
             xb[(block // 16) * b + g] = s
@@ -396,8 +411,8 @@ GEMM_ROWS = 16      # weight rows a batch task keeps in cache (16 x 1-2 KB) whil
 def _block_sums(xd, xb):
     "x's sum over each block of 32, from the int8 sums of 16 and the block scales: `(n, k/32)` float32."
     xs = np.empty(xd.shape, np.float32)
-    for t in range(xd.shape[0]):
-        for b in range(xd.shape[1]): xs[t, b] = xd[t, b] * np.float32(np.int32(xb[t, 2 * b]) + np.int32(xb[t, 2 * b + 1]))
+    for t in range(xd.shape[0]):                   # kept as an f16, as llama.cpp's Q8_1 blocks keep it
+        for b in range(xd.shape[1]): xs[t, b] = to_f16(xd[t, b] * np.float32(np.int32(xb[t, 2 * b]) + np.int32(xb[t, 2 * b + 1])))
     return xs
 
 @intrinsic

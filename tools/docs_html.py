@@ -175,7 +175,7 @@ def readme_markdown():
         "enabled": True, "remove_input_tags": {"remove_input"}, "remove_all_outputs_tags": {"remove_output"}}})
     md, _ = exporter.from_notebook_node(nb)
     md = re.sub(r"\n{3,}", "\n\n", md).strip() + "\n"
-    return re.sub(r"\]\((\d\d_\w+)\.ipynb\)", r"](nbs/\1.ipynb)", md)
+    return re.sub(r"\]\((\d\d[a-z]?_\w+)\.ipynb\)", r"](nbs/\1.ipynb)", md)
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--process"]:              # worker: one notebook, error on stderr
