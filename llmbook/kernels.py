@@ -4,14 +4,15 @@
 
 # %% auto #0
 __all__ = ['REQUESTED_THREADING_LAYER', 'BLOCK_DTYPES', 'PREFETCH_ROWS', 'F8X', 'F16X', 'F32X', 'PACKERS', 'MATVEC_KERNELS',
-           'ROWS_PER_TASK', 'ROW_KERNELS', 'TILE_ROWS', 'GEMM_KERNELS', 'FAST', 'GELU_2C', 'threading_layer',
-           'physical_cores', 'set_threads', 'random_qtensor', 'f16_to_f32', 'pack_q4_1', 'block_sums',
-           'matvec_q4_simple', 'bits_f32', 'nibbles', 'prefetch', 'matvec_q4', 'quantize_blocks_q8', 'matvec_q4_int8',
-           'pack_q4_0', 'pack_q4_k', 'pack_q5_0', 'pack_q5_1', 'pack_q5_k', 'pack_q8_0', 'pack_q6_k', 'pack_f32',
-           'pack_f16', 'matvec_q4_k', 'matvec_q5', 'matvec_q5_k', 'matvec_q8', 'matvec_q6_k', 'matvec_f32',
-           'matvec_f16', 'rows_q4', 'rows_q4_k', 'rows_q5', 'rows_q5_k', 'rows_q8', 'rows_q6_k', 'rows_f32', 'rows_f16',
-           'gemm_q4', 'gemm_q4_k', 'gemm_q5', 'gemm_q5_k', 'gemm_q8', 'gemm_q6_k', 'gemm_f32', 'gemm_f16',
-           'PackedMatrix', 'pack', 'rmsnorm', 'add_rmsnorm', 'add', 'rope', 'attention', 'softmax', 'silu_mul',
+           'ROWS_PER_TASK', 'ROW_KERNELS', 'TILE_ROWS', 'GEMM_KERNELS', 'FAST', 'LOG2E', 'BK', 'BT', 'VT_MIN_ROWS',
+           'CHUNK', 'GELU_2C', 'threading_layer', 'physical_cores', 'set_threads', 'random_qtensor', 'f16_to_f32',
+           'pack_q4_1', 'block_sums', 'matvec_q4_simple', 'bits_f32', 'nibbles', 'prefetch', 'matvec_q4',
+           'quantize_blocks_q8', 'matvec_q4_int8', 'pack_q4_0', 'pack_q4_k', 'pack_q5_0', 'pack_q5_1', 'pack_q5_k',
+           'pack_q8_0', 'pack_q6_k', 'pack_f32', 'pack_f16', 'matvec_q4_k', 'matvec_q5', 'matvec_q5_k', 'matvec_q8',
+           'matvec_q6_k', 'matvec_f32', 'matvec_f16', 'rows_q4', 'rows_q4_k', 'rows_q5', 'rows_q5_k', 'rows_q8',
+           'rows_q6_k', 'rows_f32', 'rows_f16', 'gemm_q4', 'gemm_q4_k', 'gemm_q5', 'gemm_q5_k', 'gemm_q8', 'gemm_q6_k',
+           'gemm_f32', 'gemm_f16', 'PackedMatrix', 'pack', 'rmsnorm', 'add_rmsnorm', 'add', 'rope', 'pow2i', 'exp2',
+           'fmax', 'row_max', 'dots', 'axpys', 'softmax_tile', 'first_key', 'attention', 'softmax', 'silu_mul',
            'gelu_mul', 'swiglu_stacked', 'geglu_stacked', 'decode_step_estimate']
 
 # %% ../nbs/03_kernels.ipynb #b2c5a055
@@ -1001,33 +1002,239 @@ def rope(x, pos0, cos, sin, neox):
                 x[t, h, ib] = a * s + b * c
 
 # %% ../nbs/03_kernels.ipynb #422fdc8d
+LOG2E = np.float32(1.4426950408889634)
+BK = 96             # keys per tile: long enough to amortize the per-row softmax work, short enough to stay in cache
+BT = 16             # query tokens per prefill task (rows = BT x heads per kv head)
+VT_MIN_ROWS = 128   # transpose V for P @ V only when n x (heads per kv head) rows share it (the copy costs ~1 row)
+CHUNK = 256         # decode: at least this many keys per task when the keys are split between tasks
+
+
+@intrinsic
+def pow2i(typingctx, n):
+    "2**n for an integral float32 `n` in [-126, 127]: the exponent bits (n + 127) << 23 read as a float32."
+    if n != types.float32: return None
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        e = builder.fptosi(args[0], i32)
+        bits = builder.shl(builder.add(e, ir.Constant(i32, 127)), ir.Constant(i32, 23))
+        return builder.bitcast(bits, ir.FloatType())
+    return types.float32(n), codegen
+
+
+@njit(fastmath=FAST, inline="always")
+def exp2(y):
+    """2**y for y <= 0 in plain arithmetic, so that a loop over it vectorizes. y = n + f with n = round(y), |f| <= 1/2,
+    2**f by a degree-5 polynomial (relative error 2.5e-7). y is clamped at -126: 2**-126 ~ 1e-38 counts as 0 (and
+    y = -inf gives it too)."""
+    y = max(y, np.float32(-126.0))
+    n = np.floor(y + np.float32(0.5))
+    f = y - n
+    p = np.float32(0.00134004322)
+    p = p * f + np.float32(0.0096760371)
+    p = p * f + np.float32(0.0555032721)
+    p = p * f + np.float32(0.240221074)
+    p = p * f + np.float32(0.693147207)
+    p = p * f + np.float32(1.00000008)
+    return p * pow2i(n)
+
+
+@intrinsic
+def fmax(typingctx, a, b):
+    """The larger of two float32 that are not NaN, as LLVM's `maxnum` flagged no-NaN: a loop taking the max of an
+    array then vectorizes (numba's `max()` is a compare and select that LLVM leaves scalar)."""
+    if not (a == types.float32 and b == types.float32): return None
+    def codegen(context, builder, signature, args):
+        f32 = ir.FloatType()
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32, f32]), "llvm.maxnum.f32")
+        return builder.call(fn, args, fastmath=("nnan", "nsz"))
+    return types.float32(a, b), codegen
+
+
+@njit(fastmath=FAST)
+def row_max(x):
+    "The maximum of a non-empty 1-D float32 array of finite values."
+    m = x[0]
+    for i in range(1, x.size): m = fmax(m, x[i])
+    return m
+
+
+@njit(fastmath=FAST)
+def dots(A, B, C):
+    """C[i, j] = A[i] . B[j], that is C = A @ B.T, for A (ra, n) and B (rb, n) with contiguous rows. A 4 x 2 block of
+    C per pass: 8 accumulators (each a vector, summed across at the end) hide the latency of the FMAs, and the 6
+    vectors loaded per step feed 8 FMAs. 4 rows fit the query heads of one kv head in Gemma 3 and Llama 3 (and the
+    16-token blocks of a prefill). At the edges the indices are clamped: the block recomputes a row or column and
+    stores the same value twice."""
+    ra, rb, n = A.shape[0], B.shape[0], A.shape[1]
+    for i in range(0, ra, 4):
+        i1, i2, i3 = min(i + 1, ra - 1), min(i + 2, ra - 1), min(i + 3, ra - 1)
+        a0, a1, a2, a3 = A[i], A[i1], A[i2], A[i3]
+        for j in range(0, rb, 2):
+            j1 = min(j + 1, rb - 1)
+            b0, b1 = B[j], B[j1]
+            s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = np.float32(0)
+            for x in range(n):
+                u, v = b0[x], b1[x]
+                s00 += a0[x] * u; s01 += a0[x] * v
+                s10 += a1[x] * u; s11 += a1[x] * v
+                s20 += a2[x] * u; s21 += a2[x] * v
+                s30 += a3[x] * u; s31 += a3[x] * v
+            C[i, j], C[i, j1] = s00, s01
+            C[i1, j], C[i1, j1] = s10, s11
+            C[i2, j], C[i2, j1] = s20, s21
+            C[i3, j], C[i3, j1] = s30, s31
+
+
+@njit(fastmath=FAST)
+def axpys(A, B, C):
+    """C += A @ B for A (ra, k), B (k, n), C (ra, n): row i of C gets sum_k A[i, k] B[k], vectorized along the rows
+    of B and C. Rows of C in pairs and 4 rows of B per pass, so each B vector loaded serves both rows; an odd last row
+    goes alone (pairing it with itself would make C alias itself and stop LLVM from vectorizing)."""
+    ra, k, n = A.shape[0], A.shape[1], B.shape[1]
+    for i in range(0, ra - 1, 2):
+        a0, a1, c0, c1 = A[i], A[i + 1], C[i], C[i + 1]
+        for kk in range(0, k - 3, 4):
+            b0, b1, b2, b3 = B[kk], B[kk + 1], B[kk + 2], B[kk + 3]
+            p0, p1, p2, p3 = a0[kk], a0[kk + 1], a0[kk + 2], a0[kk + 3]
+            r0, r1, r2, r3 = a1[kk], a1[kk + 1], a1[kk + 2], a1[kk + 3]
+            for x in range(n):
+                c0[x] += p0 * b0[x] + p1 * b1[x] + p2 * b2[x] + p3 * b3[x]
+                c1[x] += r0 * b0[x] + r1 * b1[x] + r2 * b2[x] + r3 * b3[x]
+        for kk in range(k - k % 4, k):
+            b0, p0, r0 = B[kk], a0[kk], a1[kk]
+            for x in range(n):
+                c0[x] += p0 * b0[x]
+                c1[x] += r0 * b0[x]
+    if ra % 2:
+        a0, c0 = A[ra - 1], C[ra - 1]
+        for kk in range(0, k - 3, 4):
+            b0, b1, b2, b3 = B[kk], B[kk + 1], B[kk + 2], B[kk + 3]
+            p0, p1, p2, p3 = a0[kk], a0[kk + 1], a0[kk + 2], a0[kk + 3]
+            for x in range(n): c0[x] += p0 * b0[x] + p1 * b1[x] + p2 * b2[x] + p3 * b3[x]
+        for kk in range(k - k % 4, k):
+            b0, p0 = B[kk], a0[kk]
+            for x in range(n): c0[x] += p0 * b0[x]
+
+
+@njit(fastmath=FAST)
+def softmax_tile(s, a, b, r, m, l, O):
+    """Online softmax of row r over one tile: `s` holds its scores (base 2), of which s[a:b] are visible (a < b).
+    Updates the running max m[r] (rescaling l[r] and O[r] if it grows) and sum l[r]; turns `s` into the weights
+    2**(s - m[r]), 0 outside [a, b)."""
+    mt = row_max(s[a:b])
+    if mt > m[r]:                                    # new maximum: what was summed so far shrinks by 2**(old - new)
+        c = exp2(m[r] - mt)
+        l[r] *= c
+        o = O[r]
+        for x in range(o.size): o[x] *= c
+        m[r] = mt
+    mr, total = m[r], np.float32(0)
+    if a == 0 and b == s.size:                       # inner tiles: every key visible, no mask
+        for j in range(s.size):
+            e = exp2(s[j] - mr)
+            s[j] = e
+            total += e
+    else:                                            # tiles on the causal diagonal or the window's edge
+        for j in range(s.size):
+            e = exp2(s[j] - mr) if a <= j < b else np.float32(0)
+            s[j] = e
+            total += e
+    l[r] += total
+
+
+@njit(fastmath=FAST, inline="always")
+def first_key(p, window):
+    "The first key a query at position p sees (window 0 = unlimited)."
+    return max(0, p - window + 1) if window > 0 else 0
+
+
 @njit(cache=True, fastmath=FAST, parallel=True)
 def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
-    of `layer` (`(n_layers, n_kv_heads, n_ctx, head_dim)`, filled up to position pos0+n-1); `window` 0 = unlimited."""
-    n, n_heads, head_dim = q.shape
-    group = n_heads // k_cache.shape[1]
-    for th in prange(n * n_heads):
-        t, h = th // n_heads, th % n_heads
-        kv = h // group
-        p = pos0 + t
-        first = max(0, p - window + 1) if window > 0 else 0
-        o = out[t, h]
-        o[:] = 0
-        mx, total, scale32 = np.float32(-np.inf), np.float32(0), np.float32(scale)   # all float32
-        for j in range(first, p + 1):
-            dot = np.float32(0)
-            for i in range(head_dim): dot += q[t, h, i] * k_cache[layer, kv, j, i]
-            s = dot * scale32
-            if s > mx:                                   # new maximum: rescale what was summed so far
-                c = np.exp(mx - s)
-                total *= c
-                for i in range(head_dim): o[i] *= c
-                mx = s
-            e = np.exp(s - mx)
-            total += e
-            for i in range(head_dim): o[i] += e * v_cache[layer, kv, j, i]
-        for i in range(head_dim): o[i] /= total
+    of `layer` (`(n_layers, n_kv_heads, n_ctx, head_dim)`, filled up to position pos0+n-1); `window` 0 = unlimited.
+    Query head h uses kv head h // (n_heads // n_kv_heads). Writes `out` `(n, n_heads, head_dim)`."""
+    n, n_heads, hd = q.shape
+    n_kv = k_cache.shape[1]
+    group = n_heads // n_kv
+    L = pos0 + n                                     # keys in the cache
+    qscale = np.float32(scale) * LOG2E               # softmax in base 2: exp(s) = 2**(s log2(e)), folded into q
+    bt = BT if n > 1 else 1
+    n_tb = (n + bt - 1) // bt
+    # Decode (a single token): with 1-3 kv heads there are too few tasks for 2 threads, so split the keys into chunks;
+    # each chunk returns its own (max, sum, output) and they are merged at the end.
+    n_ch = 1
+    if n == 1: n_ch = max(1, min(16, (L - first_key(pos0, window)) // CHUNK))
+    parts_o = np.empty((n_ch if n_ch > 1 else 0, n_heads, hd), np.float32)
+    parts_m = np.empty((n_ch if n_ch > 1 else 0, n_heads), np.float32)
+    parts_l = np.empty((n_ch if n_ch > 1 else 0, n_heads), np.float32)
+    # Prefill: P @ V as dot products too, against V transposed tile by tile: Vt[kv, tile] is (hd, BK). Multiplying by V
+    # as it is (`axpys`) accumulates into O in memory; the dot products keep their sums in registers.
+    use_vt = n * group >= VT_MIN_ROWS
+    tile0 = first_key(pos0, window) // BK            # the first tile any query sees
+    n_tiles = (L + BK - 1) // BK - tile0
+    Vt = np.zeros((n_kv if use_vt else 0, n_tiles, hd, BK), np.float32)   # zero outside the keys copied
+    if use_vt:
+        for it in prange(n_kv * n_tiles):
+            kv, tile = it // n_tiles, it % n_tiles
+            j0 = (tile0 + tile) * BK
+            for jj in range(max(0, first_key(pos0, window) - j0), min(BK, L - j0)):
+                for x in range(hd): Vt[kv, tile, x, jj] = v_cache[layer, kv, j0 + jj, x]
+
+    for task in prange(n_kv * n_tb * n_ch):
+        kv, c, i = task % n_kv, task // n_kv % n_ch, task // (n_kv * n_ch)
+        # Causal: late tokens see more keys. prange hands each thread a contiguous half of the tasks, so alternate
+        # early and late token blocks to give both halves the same work.
+        tb = i // 2 if i % 2 == 0 else n_tb - 1 - i // 2
+        t0, t1 = tb * bt, min(n, tb * bt + bt)
+        nr = (t1 - t0) * group                       # rows: (token t0 + r // group, head kv * group + r % group)
+        K, V = k_cache[layer, kv], v_cache[layer, kv]
+        Q = np.empty((nr, hd), np.float32)
+        for r in range(nr):
+            for x in range(hd): Q[r, x] = q[t0 + r // group, kv * group + r % group, x] * qscale
+        O = np.zeros((nr, hd), np.float32)
+        m = np.full(nr, -np.inf, np.float32)
+        l = np.zeros(nr, np.float32)
+        S = np.zeros((nr, BK), np.float32)
+        PV = np.empty((nr, hd), np.float32)
+        # keys seen by some token of the block, then this task's chunk of them
+        lo, hi = first_key(pos0 + t0, window), pos0 + t1
+        c0, c1 = lo + (hi - lo) * c // n_ch, lo + (hi - lo) * (c + 1) // n_ch
+        for tile in range(c0 // BK, (c1 + BK - 1) // BK):
+            j0 = tile * BK
+            ja, jb = max(j0, c0), min(j0 + BK, c1)   # keys computed: columns ja-j0 .. jb-j0 of S
+            dots(Q, K[ja:jb], S[:, ja - j0:jb - j0])
+            for r in range(nr):
+                p = pos0 + t0 + r // group
+                a, b = max(ja, first_key(p, window)) - j0, min(jb, p + 1) - j0     # the keys row r sees
+                if a < b: softmax_tile(S[r], a, b, r, m, l, O)
+                else: S[r, :] = 0
+            if use_vt:
+                dots(S, Vt[kv, tile - tile0], PV)
+                for r in range(nr):
+                    for x in range(hd): O[r, x] += PV[r, x]
+            else:
+                axpys(S[:, ja - j0:jb - j0], V[ja:jb], O)
+        for r in range(nr):
+            t, h = t0 + r // group, kv * group + r % group
+            if n_ch == 1:
+                inv = np.float32(1) / l[r]
+                for x in range(hd): out[t, h, x] = O[r, x] * inv
+            else:
+                parts_m[c, h], parts_l[c, h] = m[r], l[r]
+                for x in range(hd): parts_o[c, h, x] = O[r, x]
+
+    if n_ch > 1:                                     # merge the chunks: rescale each to the common maximum
+        for h in range(n_heads):
+            mx = parts_m[0, h]
+            for c in range(1, n_ch): mx = max(mx, parts_m[c, h])
+            total = np.float32(0)
+            out[0, h, :] = 0
+            for c in range(n_ch):
+                w = exp2(parts_m[c, h] - mx)
+                total += w * parts_l[c, h]
+                for x in range(hd): out[0, h, x] += w * parts_o[c, h, x]
+            inv = np.float32(1) / total
+            for x in range(hd): out[0, h, x] *= inv
 
 # %% ../nbs/03_kernels.ipynb #63af33b4
 @njit(cache=True, fastmath=FAST)
