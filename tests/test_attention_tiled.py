@@ -1,0 +1,46 @@
+"""Chapter 03's tiled attention kernel against a plain float64 softmax attention: decode at depths (with the keys
+split into chunks), prefill in token blocks on top of a cache, grouped-query heads, sliding windows, peaked scores."""
+import numpy as np
+import pytest
+from llmbook.kernels import attention
+
+def reference(q, k_cache, v_cache, layer, pos0, scale, window):
+    "softmax(q k^T * scale + causal/window mask) v per head, in float64."
+    n, n_heads, hd = q.shape
+    group = n_heads // k_cache.shape[1]
+    L = pos0 + n
+    K, V = k_cache[layer, :, :L].astype(np.float64), v_cache[layer, :, :L].astype(np.float64)
+    p, j = pos0 + np.arange(n)[:, None], np.arange(L)[None, :]
+    visible = (j <= p) & ((j > p - window) if window > 0 else True)
+    out = np.empty(q.shape, np.float64)
+    for h in range(n_heads):
+        s = np.where(visible, q[:, h].astype(np.float64) @ K[h // group].T * scale, -np.inf)
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        out[:, h] = (w / w.sum(axis=1, keepdims=True)) @ V[h // group]
+    return out
+
+def make(n, n_heads, n_kv, hd, pos0, seed=0):
+    r = np.random.default_rng(seed)
+    shape = (2, n_kv, pos0 + n + 5, hd)
+    return (r.standard_normal((n, n_heads, hd), dtype=np.float32), r.standard_normal(shape, dtype=np.float32),
+            r.standard_normal(shape, dtype=np.float32))
+
+SHAPES = [(9, 3, 64), (4, 1, 256), (32, 8, 64), (4, 4, 32)]   # SmolLM2, Gemma 3, Llama-3.2-1B, plain MHA
+CASES = [(1, 0), (1, 63), (1, 300), (1, 1536), (1, 4095), (2, 0), (64, 0), (200, 0), (37, 100), (129, 515)]
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("n,pos0", CASES)
+@pytest.mark.parametrize("window", [0, 1, 64])
+def test_against_reference(shape, n, pos0, window):
+    q, k, v = make(n, *shape, pos0)
+    out = np.full(q.shape, np.nan, np.float32)
+    attention(q, k, v, 1, pos0, 1 / np.sqrt(shape[2]), window, out)
+    np.testing.assert_allclose(out, reference(q, k, v, 1, pos0, 1 / np.sqrt(shape[2]), window), rtol=1e-4, atol=1e-4)
+
+def test_peaked_scores():
+    "Scores far from 0: the running maximum keeps every exp in range."
+    q, k, v = make(50, 4, 2, 64, 30)
+    q *= 20
+    out = np.empty_like(q)
+    attention(q, k, v, 0, 30, 0.125, 0, out)
+    np.testing.assert_allclose(out, reference(q, k, v, 0, 30, 0.125, 0), rtol=1e-4, atol=1e-4)
