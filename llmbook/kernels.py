@@ -1005,7 +1005,7 @@ def rope(x, pos0, cos, sin, neox):
 LOG2E = np.float32(1.4426950408889634)
 BK = 96             # keys per tile: long enough to amortize the per-row softmax work, short enough to stay in cache
 BT = 16             # query tokens per prefill task (rows = BT x heads per kv head)
-VT_MIN_ROWS = 128   # transpose V for P @ V only when n x (heads per kv head) rows share it (the copy costs ~1 row)
+VT_MIN_ROWS = 64    # transpose V for P @ V when at least this many rows (n x heads per kv head) share the copy
 CHUNK = 256         # decode: at least this many keys per task when the keys are split between tasks
 
 
@@ -1163,7 +1163,9 @@ def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
     # Decode (a single token): with 1-3 kv heads there are too few tasks for 2 threads, so split the keys into chunks;
     # each chunk returns its own (max, sum, output) and they are merged at the end.
     n_ch = 1
-    if n == 1: n_ch = max(1, min(16, (L - first_key(pos0, window)) // CHUNK))
+    if n == 1:
+        n_ch = max(1, min(16, (L - first_key(pos0, window)) // CHUNK))
+        if n_ch > 1: n_ch -= n_ch % 2                # an even number of tasks: equal shares for 2 threads
     parts_o = np.empty((n_ch if n_ch > 1 else 0, n_heads, hd), np.float32)
     parts_m = np.empty((n_ch if n_ch > 1 else 0, n_heads), np.float32)
     parts_l = np.empty((n_ch if n_ch > 1 else 0, n_heads), np.float32)
@@ -1172,13 +1174,16 @@ def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
     use_vt = n * group >= VT_MIN_ROWS
     tile0 = first_key(pos0, window) // BK            # the first tile any query sees
     n_tiles = (L + BK - 1) // BK - tile0
-    Vt = np.zeros((n_kv if use_vt else 0, n_tiles, hd, BK), np.float32)   # zero outside the keys copied
+    # (Outside the prange bodies, here and in the merge, explicit loops rather than np.zeros or a[:] = 0: in a
+    # parallel=True function numba makes such array expressions parallel regions of their own, each a fork and join.)
+    Vt = np.empty((n_kv if use_vt else 0, n_tiles, hd, BK), np.float32)
     if use_vt:
         for it in prange(n_kv * n_tiles):
             kv, tile = it // n_tiles, it % n_tiles
             j0 = (tile0 + tile) * BK
-            for jj in range(max(0, first_key(pos0, window) - j0), min(BK, L - j0)):
-                for x in range(hd): Vt[kv, tile, x, jj] = v_cache[layer, kv, j0 + jj, x]
+            ja, jb = max(0, first_key(pos0, window) - j0), min(BK, L - j0)     # the keys to copy, the rest is 0
+            for x in range(hd):
+                for jj in range(BK): Vt[kv, tile, x, jj] = v_cache[layer, kv, j0 + jj, x] if ja <= jj < jb else 0
 
     for task in prange(n_kv * n_tb * n_ch):
         kv, c, i = task % n_kv, task // n_kv % n_ch, task // (n_kv * n_ch)
@@ -1228,13 +1233,11 @@ def attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
             mx = parts_m[0, h]
             for c in range(1, n_ch): mx = max(mx, parts_m[c, h])
             total = np.float32(0)
-            out[0, h, :] = 0
-            for c in range(n_ch):
-                w = exp2(parts_m[c, h] - mx)
-                total += w * parts_l[c, h]
-                for x in range(hd): out[0, h, x] += w * parts_o[c, h, x]
-            inv = np.float32(1) / total
-            for x in range(hd): out[0, h, x] *= inv
+            for c in range(n_ch): total += exp2(parts_m[c, h] - mx) * parts_l[c, h]
+            for x in range(hd):
+                acc = np.float32(0)
+                for c in range(n_ch): acc += exp2(parts_m[c, h] - mx) * parts_o[c, h, x]
+                out[0, h, x] = acc / total
 
 # %% ../nbs/03_kernels.ipynb #63af33b4
 @njit(cache=True, fastmath=FAST)

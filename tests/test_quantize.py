@@ -70,7 +70,12 @@ def agrees_with_llama_cpp(path, prompt, rec, free) -> int:
     return next((i for i, (a, b) in enumerate(zip(free, want)) if a != b), len(want))
 
 
-def test_tiny_greedy_continuation_matches_llama_cpp(tiny, fx):
+def test_tiny_greedy_continuation_matches_llama_cpp(tiny, fx, monkeypatch):
+    """Our quantizer's files continue as llama.cpp continues them. Run on the float kernels, as when the fixture was
+    recorded: free-running greedy text of a tiny random model flips at near-ties, and the integer kernels' int8
+    activations flip other ties than llama.cpp's (measured: 8 of 11 identical, against 10 of 11); their parity with
+    llama.cpp is tests/test_model_parity.py's subject."""
+    monkeypatch.setenv("LLMBOOK_KERNELS", "float")
     tool, src, files = tiny
     n, prompt = fx["tiny"]["n_predict"], fx["tiny"]["prompt"]
     base = fx["tiny"]["f32_llama_cpp"]
