@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
-           'V8I32', 'V8F32', 'BLOCK_DOTS', 'TYPE_IDS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS',
-           'GEMM_ROWS', 'MATVEC', 'GEMM', 'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum',
-           'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
+           'V8I32', 'V8F32', 'BLOCK_DOTS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS', 'GEMM_ROWS',
+           'MATVEC', 'GEMM', 'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum', 'to_f16',
+           'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
            'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k',
            'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k',
            'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'BlockMatrix']
@@ -19,7 +19,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, register_model, models
 from llvmlite import ir
-from .tensors import GGMLType, QTensor
+from .tensors import GGMLType, QTensor, type_info
 from .quants import dequantize
 
 # %% ../nbs/03a_int8.ipynb #883ceecc
@@ -399,9 +399,7 @@ def _q3_k(context, builder, tys, args):
     return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 108), dx), total)
 
 # %% ../nbs/03a_int8.ipynb #96a02c7b
-TYPE_IDS = tuple(int(GGMLType[t]) for t in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"))
-_bytes = {2: 18, 3: 20, 6: 22, 7: 24, 8: 34, 10: 84, 11: 110, 12: 144, 13: 176, 14: 210}
-BLOCK_BYTES = tuple(_bytes.get(i, 0) for i in range(15))                      # by type id
+BLOCK_BYTES = tuple(type_info(GGMLType(i)).type_size if i in BLOCK_DOTS else 0 for i in range(15))   # by type id (chapter 00's table)
 X_BLOCK = tuple(256 if i >= 10 else 32 for i in range(15))                     # activations' block: Q8_K or Q8_0
 HAS_OFFSET = tuple(i in (3, 7) for i in range(15))
 PREFETCH_ROWS = 4   # how far ahead the matrix x vector kernel asks for rows
