@@ -454,25 +454,19 @@ def _gemm(kind, w, rows_at, X, out, col0):
     kb, n_rows = k // 16, rows_at.size
     xs = _block_sums(xd, xb) if HAS_OFFSET[kind] else np.zeros(xd.shape, np.float32)
     for tile in prange((n_rows + GEMM_ROWS - 1) // GEMM_ROWS):     # a task: a tile of rows, every token
-        for t0 in range(0, n, 2):                  # two tokens at a time (the last repeated past the end)
-            t1 = min(t0 + 1, last)
+        for t0 in range(0, n, 4):                  # four tokens at a time (the last repeated past the end)
+            t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
             for r in range(GEMM_ROWS * tile, min(GEMM_ROWS * (tile + 1), n_rows)):
                 o = rows_at[r]
-                a0 = vzero(); a1 = vzero(); c0 = vzero(); c1 = vzero()
-                for b in range(0, nb - 1, 2):      # even and odd blocks apart, summed in _matvec's order
+                a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
+                for b in range(nb):
                     wo, xo, bo = o + size * b, block * b, per * b
                     a0 = block_dot(kind, a0, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b], xs[t0, b])
-                    c0 = block_dot(kind, c0, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b], xs[t1, b])
-                    wo, xo, bo = wo + size, xo + block, bo + per
-                    a1 = block_dot(kind, a1, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b + 1], xs[t0, b + 1])
-                    c1 = block_dot(kind, c1, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b + 1], xs[t1, b + 1])
-                if nb % 2:
-                    b = nb - 1
-                    wo, xo, bo = o + size * b, block * b, per * b
-                    a0 = block_dot(kind, a0, w, wo, xq, k * t0 + xo, xb, kb * t0 + bo, xd[t0, b], xs[t0, b])
-                    c0 = block_dot(kind, c0, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b], xs[t1, b])
-                out[t1, col0 + r] = vsum(c0) + vsum(c1)
-                out[t0, col0 + r] = vsum(a0) + vsum(a1)
+                    a1 = block_dot(kind, a1, w, wo, xq, k * t1 + xo, xb, kb * t1 + bo, xd[t1, b], xs[t1, b])
+                    a2 = block_dot(kind, a2, w, wo, xq, k * t2 + xo, xb, kb * t2 + bo, xd[t2, b], xs[t2, b])
+                    a3 = block_dot(kind, a3, w, wo, xq, k * t3 + xo, xb, kb * t3 + bo, xd[t3, b], xs[t3, b])
+                out[t3, col0 + r] = vsum(a3); out[t2, col0 + r] = vsum(a2)   # t3 first: repeats of the last token
+                out[t1, col0 + r] = vsum(a1); out[t0, col0 + r] = vsum(a0)
 
 # %% ../nbs/03a_int8.ipynb #4ee00cc1
 @njit(cache=True)
