@@ -10,6 +10,7 @@ The machine may be shared: each number is the best of several runs, and it is wo
 import argparse, json, sys, time
 import numpy as np
 from llmbook import kernels as K
+from llmbook import attention as A
 
 SMOLLM2 = dict(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152)
 
@@ -117,7 +118,7 @@ def main(argv=None):
     shapes = [(1536, 576), (49152, 576)] if args.quick else [(576, 576), (1536, 576), (576, 1536), (2048, 1024), (49152, 576)]
     result = dict(threading_layer=K.threading_layer(), threads=threads, physical_cores=K.physical_cores())
     result["matvec"] = bench_matvec(types, shapes, min_s)
-    result["decode_step_smollm2"] = K.decode_step_estimate(**SMOLLM2, repeat=3 if args.quick else 10)
+    result["decode_step_smollm2"] = A.decode_step_estimate(**SMOLLM2, repeat=3 if args.quick else 10)
     result["prefill_smollm2"] = [bench_prefill(**SMOLLM2, blas=b, repeat=2 if args.quick else 3) for b in (True, False)]
     if args.model:
         result["model"] = bench_model(args.model, min_s)

@@ -10,6 +10,7 @@ import argparse, json, math, mmap, sys, time
 from pathlib import Path
 import numpy as np
 from llmbook import kernels as K
+from llmbook import attention as A
 from llmbook.gguf import GGUFFile
 
 HERE = Path(__file__).resolve().parent
@@ -70,24 +71,24 @@ class TinyLlama:
         q = qkv[:, :nq].reshape(n, self.n_heads, self.hd) if n == 1 else None
         scale = 1 / math.sqrt(self.hd)
         for li, L in enumerate(self.layers):
-            K.rmsnorm(x, L["attn_norm"], self.eps, xn)
+            A.rmsnorm(x, L["attn_norm"], self.eps, xn)
             L["qkv"].matmul(xn, qkv)
             q = np.ascontiguousarray(qkv[:, :nq]).reshape(n, self.n_heads, self.hd)
             k = np.ascontiguousarray(qkv[:, nq:nq + nk]).reshape(n, self.n_kv, self.hd)
-            K.rope(q, pos0, self.cos, self.sin, False)
-            K.rope(k, pos0, self.cos, self.sin, False)
+            A.rope(q, pos0, self.cos, self.sin, False)
+            A.rope(k, pos0, self.cos, self.sin, False)
             self.k_cache[li, :, pos0:pos0 + n] = k.transpose(1, 0, 2)
             self.v_cache[li, :, pos0:pos0 + n] = qkv[:, nq + nk:].reshape(n, self.n_kv, self.hd).transpose(1, 0, 2)
-            K.attention(q, self.k_cache, self.v_cache, li, pos0, scale, 0, att)
+            A.tiled_attention(q, self.k_cache, self.v_cache, li, pos0, scale, 0, att)
             L["o"].matmul(att.reshape(n, -1), proj)
-            K.add_rmsnorm(x, proj, L["ffn_norm"], self.eps, xn)
+            A.add_rmsnorm(x, proj, L["ffn_norm"], self.eps, xn)
             L["gate_up"].matmul(xn, gu)
-            K.swiglu_stacked(gu, act)
+            A.swiglu_stacked(gu, act)
             L["down"].matmul(act, proj)
-            K.add(x, proj)
+            A.add(x, proj)
         if not all_logits:
             x, b = x[-1:], self.buffers(1)
-        K.rmsnorm(x, self.out_norm, self.eps, b["xn"][: len(x)])
+        A.rmsnorm(x, self.out_norm, self.eps, b["xn"][: len(x)])
         logits = b["logits"][: len(x)]
         self.head.matmul(b["xn"][: len(x)], logits)
         return logits

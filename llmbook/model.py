@@ -22,6 +22,7 @@ import mmap, sys, time, weakref
 import numba
 from numba import njit, prange
 from . import kernels as K
+from . import attention as A
 from . import int8 as I8
 
 # %% ../nbs/06_model.ipynb #a85f0d97
@@ -388,7 +389,7 @@ def default_model_path() -> Path:
                             f"{DEFAULT_MODEL_INSTALL}   (or pass the path of a GGUF file)")
 
 # %% ../nbs/06_model.ipynb #f6d8cb94
-@njit(cache=True, fastmath=K.FAST)
+@njit(cache=True, fastmath=A.FAST)
 def _norm_into(src, w, eps, dst):
     "dst = rmsnorm(src) * w for one head vector (sum of squares in float64, as ggml and chapter 04 do)."
     ss = 0.0
@@ -396,7 +397,7 @@ def _norm_into(src, w, eps, dst):
     scale = np.float32(1.0 / np.sqrt(ss / src.size + eps))
     for i in range(src.size): dst[i] = src[i] * scale * w[i]
 
-@njit(cache=True, fastmath=K.FAST)
+@njit(cache=True, fastmath=A.FAST)
 def _rope_vec(v, cos, sin, p, neox):
     "Rotate one head vector in place by the angles of position p (its first 2*cos.shape[1] values)."
     half = cos.shape[1]
@@ -407,7 +408,7 @@ def _rope_vec(v, cos, sin, p, neox):
         v[ia] = a * c - b * s
         v[ib] = a * s + b * c
 
-@njit(cache=True, fastmath=K.FAST)
+@njit(cache=True, fastmath=A.FAST)
 def qkv_to_cache(qkv, q, q_norm, k_norm, eps, cos, sin, neox, k_cache, v_cache, layer, pos0):
     """Split fused q|k|v rows `(n, (n_heads + 2 n_kv) * head_dim)` of tokens at positions pos0..: queries into `q`
     `(n, n_heads, head_dim)`, keys and values into the cache of `layer`. Per-head RMSNorm of q and k when the norm
@@ -552,7 +553,7 @@ class KernelEngine:
         for a, b in zip(self.layers, self.layers[1:] + [None]):
             a.next_norm = b.attn_norm if b is not None else weights.output_norm
         self.embed_scale = np.float32(c.embed_scale)
-        self.activation = K.geglu_stacked if c.ffn_act == "gelu_tanh" else K.swiglu_stacked
+        self.activation = A.geglu_stacked if c.ffn_act == "gelu_tanh" else A.swiglu_stacked
         self.n_qkv = self.layers[0].qkv.n_rows
         self.rope_cos, self.rope_sin, self.n_rope = [None] * len(self.freqs), [None] * len(self.freqs), 0
         self.workspaces = weakref.WeakKeyDictionary()      # cache -> its decode Workspace
@@ -586,7 +587,7 @@ class KernelEngine:
         ws = self.workspace(cache, n)
         self.embd.rows(ids, ws.x)
         if self.embed_scale != 1: ws.x *= self.embed_scale
-        K.rmsnorm(ws.x, self.layers[0].attn_norm, c.norm_eps, ws.xn)
+        A.rmsnorm(ws.x, self.layers[0].attn_norm, c.norm_eps, ws.xn)
         for l, L in enumerate(self.layers):
             self.layer(l, L, ws, cache, pos0)
         logits = np.empty((n_out, c.n_vocab), np.float32)
@@ -605,18 +606,18 @@ class KernelEngine:
         t = L.rope_table
         qkv_to_cache(ws.qkv, ws.q, L.q_norm, L.k_norm, eps, self.rope_cos[t], self.rope_sin[t], c.rope_neox,
                      cache.k, cache.v, l, pos0)
-        K.attention(ws.q, cache.k, cache.v, l, pos0, c.attn_scale, L.window, ws.att)
+        A.tiled_attention(ws.q, cache.k, cache.v, l, pos0, c.attn_scale, L.window, ws.att)
         if one: L.o.matvec(ws.att1, ws.proj1)
         else: L.o.matmul(ws.att2, ws.proj)
-        if L.post_attn_norm is not None: K.rmsnorm(ws.proj, L.post_attn_norm, eps, ws.proj)
-        K.add_rmsnorm(ws.x, ws.proj, L.ffn_norm, eps, ws.xn)           # x += attention; xn = ffn_norm(x)
+        if L.post_attn_norm is not None: A.rmsnorm(ws.proj, L.post_attn_norm, eps, ws.proj)
+        A.add_rmsnorm(ws.x, ws.proj, L.ffn_norm, eps, ws.xn)           # x += attention; xn = ffn_norm(x)
         if one: L.gate_up.matvec(ws.xn1, ws.gu1)
         else: L.gate_up.matmul(ws.xn, ws.gu)
         self.activation(ws.gu, ws.act)
         if one: L.down.matvec(ws.act1, ws.proj1)
         else: L.down.matmul(ws.act, ws.proj)
-        if L.post_ffw_norm is not None: K.rmsnorm(ws.proj, L.post_ffw_norm, eps, ws.proj)
-        K.add_rmsnorm(ws.x, ws.proj, L.next_norm, eps, ws.xn)          # x += ffn; xn = next layer's norm(x)
+        if L.post_ffw_norm is not None: A.rmsnorm(ws.proj, L.post_ffw_norm, eps, ws.proj)
+        A.add_rmsnorm(ws.x, ws.proj, L.next_norm, eps, ws.xn)          # x += ffn; xn = next layer's norm(x)
 
 # %% ../nbs/06_model.ipynb #f6cfd6f7
 def write_random_model(path, arch: str = "llama", n_layers: int = 2, n_embd: int = 64, n_heads: int = 4,

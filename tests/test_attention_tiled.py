@@ -1,8 +1,8 @@
-"""Chapter 03's tiled attention kernel against a plain float64 softmax attention: decode at depths (with the keys
+"""Chapter 04's tiled attention kernel against a plain float64 softmax attention: decode at depths (with the keys
 split into chunks), prefill in token blocks on top of a cache, grouped-query heads, sliding windows, peaked scores."""
 import numpy as np
 import pytest
-from llmbook.kernels import attention
+from llmbook.attention import tiled_attention
 
 def reference(q, k_cache, v_cache, layer, pos0, scale, window):
     "softmax(q k^T * scale + causal/window mask) v per head, in float64."
@@ -34,7 +34,7 @@ CASES = [(1, 0), (1, 63), (1, 300), (1, 1536), (1, 4095), (2, 0), (64, 0), (200,
 def test_against_reference(shape, n, pos0, window):
     q, k, v = make(n, *shape, pos0)
     out = np.full(q.shape, np.nan, np.float32)
-    attention(q, k, v, 1, pos0, 1 / np.sqrt(shape[2]), window, out)
+    tiled_attention(q, k, v, 1, pos0, 1 / np.sqrt(shape[2]), window, out)
     np.testing.assert_allclose(out, reference(q, k, v, 1, pos0, 1 / np.sqrt(shape[2]), window), rtol=1e-4, atol=1e-4)
 
 def test_peaked_scores():
@@ -42,5 +42,5 @@ def test_peaked_scores():
     q, k, v = make(50, 4, 2, 64, 30)
     q *= 20
     out = np.empty_like(q)
-    attention(q, k, v, 0, 30, 0.125, 0, out)
+    tiled_attention(q, k, v, 0, 30, 0.125, 0, out)
     np.testing.assert_allclose(out, reference(q, k, v, 0, 30, 0.125, 0), rtol=1e-4, atol=1e-4)

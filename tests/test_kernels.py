@@ -272,15 +272,15 @@ def test_rmsnorm_and_add_rmsnorm():
         x = rng.standard_normal(shape).astype(np.float32) * 3
         w = rng.standard_normal(shape[1]).astype(np.float32)
         out = np.empty_like(x)
-        K.rmsnorm(x, w, 1e-6, out)
+        A.rmsnorm(x, w, 1e-6, out)
         np.testing.assert_allclose(out, A.rms_norm(x, w, 1e-6), rtol=1e-5, atol=1e-6)
-        y = x.copy(); K.rmsnorm(y, w, 1e-6, y)                    # in place
+        y = x.copy(); A.rmsnorm(y, w, 1e-6, y)                    # in place
         np.testing.assert_allclose(y, out, rtol=1e-6, atol=1e-7)
         d = rng.standard_normal(shape).astype(np.float32)
-        h = x.copy(); K.add_rmsnorm(h, d, w, 1e-5, out)
+        h = x.copy(); A.add_rmsnorm(h, d, w, 1e-5, out)
         np.testing.assert_array_equal(h, x + d)
         np.testing.assert_allclose(out, A.rms_norm(x + d, w, 1e-5), rtol=1e-5, atol=1e-6)
-        h = x.copy(); K.add(h, d)
+        h = x.copy(); A.add(h, d)
         np.testing.assert_array_equal(h, x + d)
 
 
@@ -292,7 +292,7 @@ def test_rope(neox, n_rot, head_dim):
     cos, sin = A.rope_cos_sin(np.arange(100), freqs)
     x = rng.standard_normal((5, 3, head_dim)).astype(np.float32)
     got = x.copy()
-    K.rope(got, 40, cos, sin, neox)
+    A.rope(got, 40, cos, sin, neox)
     expect = A.apply_rope(x, cos[40:45], sin[40:45], neox=neox)
     np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5)
 
@@ -307,7 +307,7 @@ def test_attention_matches_chapter_04(n_heads, n_kv, window):
     for pos0, n in [(0, 1), (0, 10), (17, 1), (20, 13)]:
         q = rng.standard_normal((n, n_heads, hd)).astype(np.float32) * 2
         out = np.empty_like(q)
-        K.attention(q, kc, vc, layer, pos0, hd ** -0.5, window, out)
+        A.tiled_attention(q, kc, vc, layer, pos0, hd ** -0.5, window, out)
         n_keys = pos0 + n
         expect = A.attention(q, kc[layer, :, :n_keys], vc[layer, :, :n_keys], np.arange(pos0, pos0 + n),
                              hd ** -0.5, window or None)
@@ -319,31 +319,31 @@ def test_attention_large_scores_do_not_overflow():
     vc = np.arange(32, dtype=np.float32).reshape(1, 1, 8, 4)
     q = np.ones((1, 1, 4), np.float32) * 100
     out = np.empty_like(q)
-    K.attention(q, kc, vc, 0, 7, 1.0, 0, out)             # scores of 40000: exp would overflow without the max
+    A.tiled_attention(q, kc, vc, 0, 7, 1.0, 0, out)             # scores of 40000: exp would overflow without the max
     np.testing.assert_allclose(out[0, 0], vc[0, 0].mean(axis=0), rtol=1e-5)
 
 
 def test_softmax_and_gates():
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((3, 4096)) * 50).astype(np.float32)
-    p = x.copy(); K.softmax(p)
+    p = x.copy(); A.softmax_inplace(p)
     np.testing.assert_allclose(p, A.softmax(x), rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(p.sum(axis=1), 1, rtol=1e-5)
     g = np.concatenate([rng.standard_normal(2044) * 5, [-500, -90, 90, 500]]).astype(np.float32)
     u = rng.standard_normal(2048).astype(np.float32)
     out = np.empty_like(g)
-    K.silu_mul(g, u, out)
+    A.silu_mul(g, u, out)
     np.testing.assert_allclose(out, A.swiglu(g, u), rtol=1e-5, atol=1e-6)
-    K.gelu_mul(g, u, out)
+    A.gelu_mul(g, u, out)
     np.testing.assert_allclose(out, A.geglu_tanh(g, u), rtol=1e-5, atol=1e-6)
     stacked = np.concatenate([g.reshape(2, 1024), u.reshape(2, 1024)], axis=1)          # (n, 2*n_ff) of a stacked product
     act = np.empty((2, 1024), np.float32)
-    K.swiglu_stacked(stacked, act)
+    A.swiglu_stacked(stacked, act)
     np.testing.assert_allclose(act.reshape(-1), A.swiglu(g, u), rtol=1e-5, atol=1e-6)
-    K.geglu_stacked(stacked, act)
+    A.geglu_stacked(stacked, act)
     np.testing.assert_allclose(act.reshape(-1), A.geglu_tanh(g, u), rtol=1e-5, atol=1e-6)
     g2, u2, o2 = g.reshape(2, 1024), u.reshape(2, 1024), np.empty((2, 1024), np.float32)   # any shape
-    K.silu_mul(g2, u2, o2)
+    A.silu_mul(g2, u2, o2)
     np.testing.assert_allclose(o2.reshape(-1), A.swiglu(g, u), rtol=1e-5, atol=1e-6)
 
 
