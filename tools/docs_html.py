@@ -146,6 +146,8 @@ def render_html(names=(), workers=2, out=None):
     errors = {s: e for s, e in process(stems, workers).items() if e}
     if not names: shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(exist_ok=True)
+    if (NBS / "images").is_dir():                       # the figures the prose links (the map, ...)
+        shutil.copytree(NBS / "images", OUT / "images", dirs_exist_ok=True)
     pages = {s: to_page(nbformat.read(PROC / f"{s}.ipynb", as_version=4)) for s in stems if s not in errors}
     toc = [(s, title_of(nb)) for s, nb in pages.items()]
     exporter = HTMLExporter(template_name="lab", exclude_input_prompt=True, exclude_output_prompt=True, config={"TagRemovePreprocessor": {
