@@ -100,6 +100,38 @@ def quarto_attrs_to_html(md):
     "show_doc writes `[source](url){target=... style=...}`, Quarto's link attributes: make it a plain HTML link."
     return re.sub(r'\[([^\]]+)\]\(([^)\s]+)\)\{([^}]*)\}', lambda m: f'<a href="{m[2]}" {m[3]}>{m[1]}</a>', md)
 
+# Math renders without network: `$...$` and `$$...$$` in the prose become MathML when the page is built
+# (latex2mathml), which browsers draw natively; no MathJax from a CDN.
+_re_code = re.compile(r"(```.*?```|~~~.*?~~~|`[^`\n]*`)", re.S)
+_re_math = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?=[^\s$])((?:[^$\n]|\n(?![ \t]*\n))*?[^\s\\])\$(?![\w$])", re.S)
+_re_text = re.compile(r"\\(text|mathrm|textrm|operatorname)\{([^{}]*)\}")
+
+def latex_to_mathml(tex, display=False):
+    "One formula as MathML; None if latex2mathml cannot read it (the page then shows the TeX)."
+    from latex2mathml.converter import convert
+    tex = _re_text.sub(lambda m: "\\" + m[1] + "{" + m[2].replace("\\_", "_").replace("\\%", "%") + "}", tex)
+    try: return convert(tex.strip(), display="block" if display else "inline")
+    except Exception as e:
+        print(f"math not converted ({type(e).__name__}: {e}): {tex!r}", file=sys.stderr)
+        return None
+
+def math_placeholders(src, store):
+    "Replace the math in one markdown cell (not in code) by placeholders markdown leaves alone; store: placeholder -> MathML."
+    def put(m):
+        display = m[1] is not None
+        mathml = latex_to_mathml(m[1] if display else m[2], display)
+        if mathml is None: return m[0]
+        key = f"LLMBOOKMATH{len(store):05d}X"
+        store[key] = mathml
+        return key
+    parts = _re_code.split(src)
+    return "".join(p if i % 2 else _re_math.sub(put, p) for i, p in enumerate(parts))
+
+def drop_mathjax(body):
+    "The exporter's template loads MathJax from a CDN: no page needs it once the math is MathML."
+    body = re.sub(r'<script[^>]*src="[^"]*mathjax[^"]*"[^>]*>\s*</script>', "", body, flags=re.I)
+    return re.sub(r'<script type="text/x-mathjax-config">.*?</script>', "", body, flags=re.S | re.I)
+
 def local_links(body, stems):
     "nbdev links names to the Quarto site's pages (`<doc_host><doc_baseurl>/gguf.html#...`); point them at ours."
     cfg = dict(l.split(" = ", 1) for l in (ROOT / "settings.ini").read_text().splitlines() if " = " in l)
@@ -123,6 +155,8 @@ body { margin: 0; }
 .llmbook-nav .brand { font-size: 1.3em; font-weight: bold; margin-bottom: .6rem; }
 .llmbook-main { flex: 1; min-width: 0; max-width: 60rem; padding: 0 1rem; }
 .jp-RenderedMarkdown pre { background: #f6f8fa; padding: .6em .8em; border-radius: 4px; }
+math { font-family: "STIX Two Math", "Cambria Math", "Latin Modern Math", "DejaVu Math TeX Gyre", math; font-size: 1.12em; }
+math[display="block"] { margin: .6em 0; }
 .jp-Notebook blockquote { font-style: italic; color: #555; border-left: 3px solid #ccc; margin-left: 0; padding-left: 1em; }
 """
 
@@ -154,7 +188,12 @@ def render_html(names=(), workers=2, out=None):
         "enabled": True, "remove_input_tags": {"remove_input"}, "remove_cell_tags": {"remove_cell"},
         "remove_all_outputs_tags": {"remove_output"}}})
     for stem, nb in pages.items():
+        maths = {}
+        for c in nb.cells:
+            if c.cell_type == "markdown": c.source = math_placeholders(c.source, maths)
         body, res = exporter.from_notebook_node(nb, resources={"metadata": {"name": title_of(nb) or stem}})
+        for key, mathml in maths.items(): body = body.replace(key, mathml)
+        body = drop_mathjax(body)
         body = re.sub(r'href="([\w.-]+)\.ipynb', r'href="\1.html', body)
         body = local_links(body, stems)
         body = body.replace("</head>", f"<style>{CSS}</style></head>", 1)
@@ -177,7 +216,8 @@ def readme_markdown():
         "enabled": True, "remove_input_tags": {"remove_input"}, "remove_all_outputs_tags": {"remove_output"}}})
     md, _ = exporter.from_notebook_node(nb)
     md = re.sub(r"\n{3,}", "\n\n", md).strip() + "\n"
-    return re.sub(r"\]\((\d\d[a-z]?_\w+)\.ipynb\)", r"](nbs/\1.ipynb)", md)
+    md = re.sub(r"\]\((\d\d[a-z]?_\w+|glossary)\.ipynb(#[\w-]+)?\)", r"](nbs/\1.ipynb\2)", md)
+    return re.sub(r"\]\((images/[\w.-]+)\)", r"](nbs/\1)", md)         # README.md sits above nbs/
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--process"]:              # worker: one notebook, error on stderr
