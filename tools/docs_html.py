@@ -7,6 +7,8 @@ that define it), then nbconvert turns every processed page into `_docs_html/<nam
     python tools/docs_html.py --out DIR    # somewhere else than _docs_html/
     python tools/docs_html.py --readme     # write README.md from nbs/index.ipynb
 
+The math in the prose (`$...$`, `$$...$$`) becomes MathML at build time (latex2mathml), which browsers draw
+natively, so a page needs no network; nbs/images/ (the map, ...) is copied beside the pages.
 The pages show the outputs saved in the notebooks (`python tools/execute_nbs.py` saves them). A notebook
 whose processing fails (nbdev executes its import, export and show_doc cells) is reported with its cell,
 the other pages are still written, and the exit status is 1.
@@ -108,7 +110,8 @@ _re_text = re.compile(r"\\(text|mathrm|textrm|operatorname)\{([^{}]*)\}")
 
 def latex_to_mathml(tex, display=False):
     "One formula as MathML; None if latex2mathml cannot read it (the page then shows the TeX)."
-    from latex2mathml.converter import convert
+    try: from latex2mathml.converter import convert
+    except ImportError: sys.exit("the pages' math needs latex2mathml: bash tools/setup.sh --dev (or pip install latex2mathml)")
     tex = _re_text.sub(lambda m: "\\" + m[1] + "{" + m[2].replace("\\_", "_").replace("\\%", "%") + "}", tex)
     try: return convert(tex.strip(), display="block" if display else "inline")
     except Exception as e:
