@@ -165,9 +165,7 @@ def test_chapter_has_a_figure(stem):
 # The map, the glossary and the exercises (issue 14): every chapter opens with its place on the map of a token's
 # path (`tools/draw_map.py` draws nbs/images/map_<stem>.svg) and a link to the glossary, and closes with exercises.
 OPENING_CELLS = 4          # the title, the first paragraph, the map and its sentence
-IN_PROGRESS = pytest.mark.xfail(strict=False, reason="issue 14: the chapters are being rewritten")   # goes when they are
 
-@IN_PROGRESS
 @pytest.mark.parametrize("stem", CHAPTERS)
 def test_chapter_opens_with_its_place_on_the_map_and_the_glossary(stem):
     nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
@@ -177,7 +175,6 @@ def test_chapter_opens_with_its_place_on_the_map_and_the_glossary(stem):
     assert (NBS / "images" / f"map_{stem}.svg").exists(), f"no nbs/images/map_{stem}.svg: add {stem} to tools/draw_map.py"
     assert "](glossary.ipynb" in opening, f"{stem}: no link to the glossary ([glossary](glossary.ipynb)) in its opening"
 
-@IN_PROGRESS
 @pytest.mark.parametrize("stem", CHAPTERS)
 def test_chapter_has_exercises(stem):
     "2-4 exercises under '## Exercises', before the closing section."
@@ -207,7 +204,6 @@ def test_every_chapter_has_a_map_and_the_index_shows_the_whole_one():
     index = nbformat.read(NBS / "index.ipynb", as_version=4)
     assert "](images/map.svg)" in "\n".join(c.source for c in index.cells[:3]), "the index does not open with the map"
 
-@IN_PROGRESS
 @pytest.mark.parametrize("stem", ["index", "glossary"])
 def test_notebook_links_resolve(stem):
     "The index and the glossary link only to notebooks that exist."
@@ -217,7 +213,6 @@ def test_notebook_links_resolve(stem):
     missing = sorted(l for l in links if not (NBS / f"{l}.ipynb").exists())
     assert not missing, f"{stem} links to notebooks that do not exist: {missing}"
 
-@IN_PROGRESS
 def test_glossary_links_every_chapter():
     text = (NBS / "glossary.ipynb").read_text(encoding="utf-8")
     assert not [s for s in CHAPTERS if f"({s}.ipynb" not in text], "a chapter the glossary never links"
