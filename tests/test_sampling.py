@@ -12,9 +12,15 @@ import pytest
 from sampling_cases import case_logits
 from llmbook.sampling import (Sampler, SamplerSettings, apply_penalties, apply_temperature, draw, filter_candidates,
                               keep_min_p, keep_top_k, keep_top_p, mt19937_state, recent_tokens, seeded_generator,
-                              softmax, uniform01)
+                              uniform01)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sampling.json"
+
+def softmax(logits):
+    "Probabilities from logits (float32), the largest logit subtracted first (chapter 08's; the sampler does not use it)."
+    logits = np.asarray(logits, dtype=np.float32)
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
 
 
 # --- llama.cpp parity ---------------------------------------------------------------------------------
@@ -251,3 +257,36 @@ def test_bad_inputs_raise_value_error():
     with pytest.raises(ValueError, match="not both"): Sampler(SamplerSettings(), top_k=3)
     with pytest.raises(ValueError, match="SamplerSettings"): Sampler({"top_k": 3})
     with pytest.raises(ValueError, match="seed"): Sampler().reset(seed=-3)
+
+
+def test_hand_made_cases():
+    "Chapter 08's small worked examples: the penalties' sign rule, top-p's minimal nucleus, min-p's bar, the draw."
+    x = np.float32([2.0, -2.0, 0.0, 1.0])
+    assert np.allclose(apply_penalties(x, [0, 1, 2, 0], repeat_penalty=2.0), [1.0, -4.0, 0.0, 1.0])
+    assert np.allclose(x, [2.0, -2.0, 0.0, 1.0])                                   # the input is not modified
+    assert np.allclose(apply_penalties(x, [0, 1, 2, 0], frequency_penalty=0.5, presence_penalty=0.25),
+                       [2 - 2 * 0.5 - 0.25, -2 - 0.5 - 0.25, 0 - 0.5 - 0.25, 1.0])
+    assert np.array_equal(apply_penalties(x, []), x)
+    q = np.log(np.float32([0.05, 0.5, 0.15, 0.3]))                                 # unsorted on purpose
+    for p, n in [(0.4, 1), (0.49, 1), (0.51, 2), (0.79, 2), (0.81, 3), (0.94, 3), (0.96, 4), (1.0, 4)]:
+        ids, _ = keep_top_p(np.arange(4), q, p)
+        assert len(ids) == n, (p, len(ids))
+        if p < 1: assert list(ids) == [1, 3, 2, 0][:n]
+    assert len(keep_top_p(np.arange(4), q, 0.4, min_keep=3)[0]) == 3
+    q = np.log(np.float32([0.1, 0.4, 0.2, 0.3]))
+    assert list(keep_min_p(np.arange(4), q, 0.5)[0]) == [1, 2, 3]                  # current order kept
+    assert list(keep_min_p(np.arange(4), q, 0.9)[0]) == [1]
+    assert list(keep_min_p(np.arange(4), q, 0.9, min_keep=2)[0]) == [1, 3]
+    assert len(keep_min_p(np.arange(4), q, 0.0)[0]) == 4
+    q = np.log(np.float32([0.5, 0.3, 0.2]))
+    assert [draw(q, u)[0] for u in [0.0, 0.49, 0.51, 0.79, 0.81, 0.999]] == [0, 0, 1, 1, 2, 2]
+    assert recent_tokens([1, 2, 3], 8, 10).tolist() == [1, 2, 3]
+    assert recent_tokens(list(range(10)), 4, 10).tolist() == [6, 7, 8, 9]
+    assert recent_tokens(np.arange(10), -1, 10).tolist() == list(range(10))
+    assert recent_tokens(list(range(10)), 0, 10).tolist() == []
+    x = np.float32(np.linspace(3, -3, 30))
+    ids, l = filter_candidates(x, [], SamplerSettings(top_k=0, top_p=1.0, min_p=0.0, temperature=1.0))
+    assert np.array_equal(ids, np.arange(30)) and np.array_equal(l, x)            # every filter off: all, in id order
+    g = Sampler(temperature=0)
+    assert g.sample(x) == 0 and g.last_candidates[0].tolist() == [0] and g.last_candidates[1].tolist() == [1.0]
+    assert Sampler(temperature=0, repeat_penalty=2.0).sample(x, [0]) == 1

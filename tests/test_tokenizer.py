@@ -4,7 +4,8 @@ import pytest
 
 from conftest import load_fixture, smollm2_file, gemma3_file
 from llmbook.gguf import GGUFFile
-from llmbook.tokenizer import Tokenizer, TokenizerError, StreamDecoder, TokenAttr, spm_merge, spm_ids
+from llmbook.tokenizer import Tokenizer, TokenizerError, StreamDecoder, TokenAttr, split_special
+from spm_reference import spm_merge, spm_ids
 
 MODELS = {"smollm2": smollm2_file, "gemma3": gemma3_file}
 
@@ -117,12 +118,11 @@ def test_stream_decoder_invalid_utf8(model):
 
 
 def test_spm_from_scratch_matches_llama_cpp():
-    "The chapter's plain-Python SentencePiece BPE gives llama.cpp's ids on Gemma 3's real vocabulary."
+    "Chapter 07's plain-Python SentencePiece BPE (tests/spm_reference.py) gives llama.cpp's ids on Gemma 3's real vocabulary."
     path = gemma3_file()
     if path is None: pytest.fail("Gemma 3 is not installed")
     with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)
     fx = load_fixture("tokenizer_gemma3.json")
-    from llmbook.tokenizer import split_special
     assert not tok.add_space_prefix
     for c in fx["cases"]:
         ids = [tok.bos] if c["add_special"] and tok.add_bos else []

@@ -1,0 +1,188 @@
+"""The tokenizer's parts on toy vocabularies (no model file needed): the checks chapter 07 used to make inline,
+kept here so the chapter can show the idea and leave the edge cases to the tests."""
+import random, re
+
+import pytest
+
+from llmbook.tokenizer import (BYTE_TO_UNICODE, UNICODE_TO_BYTE, PRE_TOKENIZERS, StreamDecoder, Tokenizer, TokenizerError,
+                               bytes_to_symbols, pre_tokenize, sentencepiece_model, sentencepiece_processor, split_special,
+                               unicode_classes, _clean_spaces, _last_safe_cut)
+from spm_reference import spm_merge, spm_ids
+
+TOY_TEXT = ("The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs over the hills "
+            "and the other foxes follow the quick one. Then they rest, and the lazy dog dreams of foxes.")
+
+
+def bpe_simple(symbols, ranks):
+    "BPE by rescanning (chapter 07): merge the best-ranked adjacent pair, leftmost on ties, until none is left."
+    symbols = list(symbols)
+    while len(symbols) > 1:
+        pair_ranks = [ranks.get(f"{a} {b}", 1 << 62) for a, b in zip(symbols, symbols[1:])]
+        best = min(range(len(pair_ranks)), key=pair_ranks.__getitem__)
+        if pair_ranks[best] == 1 << 62: break
+        symbols[best:best + 2] = [symbols[best] + symbols[best + 1]]
+    return symbols
+
+
+def train_bpe(text, n_merges):
+    words = [list(bytes_to_symbols(w.encode())) for w in re.findall(r" ?\w+| ?[^\w\s]+|\s+", text)]
+    merges = []
+    for _ in range(n_merges):
+        counts = {}
+        for w in words:
+            for pair in zip(w, w[1:]): counts[pair] = counts.get(pair, 0) + 1
+        if not counts: break
+        a, b = max(counts, key=lambda p: (counts[p], p))
+        merges.append(f"{a} {b}")
+        words = [bpe_simple(w, {f"{a} {b}": 0}) for w in words]
+    return merges
+
+
+TOY_MERGES = train_bpe(TOY_TEXT, 60)
+
+
+def toy_metadata(pre="gpt-2"):
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tokens = specials + BYTE_TO_UNICODE + [rule.replace(" ", "") for rule in TOY_MERGES]
+    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": pre, "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.token_type": [3, 3, 3] + [1] * (len(tokens) - 3), "tokenizer.ggml.merges": TOY_MERGES,
+            "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.add_bos_token": False}
+
+
+def toy_spm_vocab():
+    pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types, scores, seen = [2, 3, 3] + [6] * 256, [0.0] * 259, set(pieces)
+    def unescape(s): return bytes(UNICODE_TO_BYTE[c] for c in s).decode("utf-8", "replace").replace(" ", "▁")
+    for rank, (a, b) in enumerate(rule.split(" ") for rule in TOY_MERGES):
+        for p in (unescape(a), unescape(b), unescape(a + b)):
+            if p not in seen and "\ufffd" not in p:
+                seen.add(p); pieces.append(p); types.append(1); scores.append(-float(rank + len(p)))
+    return pieces, scores, types
+
+
+def test_byte_alphabet():
+    assert bytes_to_symbols(b" ") == "Ġ" and bytes_to_symbols(b"\n") == "Ċ"
+    assert bytes(UNICODE_TO_BYTE[c] for c in bytes_to_symbols(bytes(range(256)))) == bytes(range(256))
+
+
+def test_unicode_classes():
+    cls = unicode_classes()
+    letter, number, space = (re.compile(f"[{cls[k]}]") for k in "LNS")
+    assert letter.match("é") and letter.match("ж") and letter.match("我") and not letter.match("1")
+    assert number.match("٣") and number.match("½") and not number.match("x")
+    assert space.match("\u3000") and space.match("\x85") and not space.match("\x1c") and re.match(r"\s", "\x1c")
+
+
+def test_pre_tokenizers():
+    assert pre_tokenize("a  b", PRE_TOKENIZERS["gpt-2"]) == ["a", " ", " b"]
+    assert pre_tokenize("12345", PRE_TOKENIZERS["llama-bpe"]) == ["123", "45"]
+    assert pre_tokenize("x12", PRE_TOKENIZERS["smollm"]) == ["x", "1", "2"]
+    sample = "Hello, y'all!   How's 2024 going?\n\n  12345 \U0001F680"
+    for name in ("gpt-2", "smollm", "llama-bpe", "qwen2", "starcoder"):
+        assert "".join(pre_tokenize(sample, PRE_TOKENIZERS[name])) == sample
+
+
+def test_split_special():
+    specials = sorted([("<|im_start|>", 1), ("<|im_end|>", 2), ("\n", 3)], key=lambda t: -len(t[0]))
+    assert split_special("<|im_start|>user\nhi<|im_end|>\n", specials) == [1, "user", 3, "hi", 2, 3]
+    assert split_special("a<|im_end|><|im_end|>b", [("<|im_end|>", 2)]) == ["a", 2, 2, "b"]
+    assert split_special("no specials here", [("<|im_end|>", 2)]) == ["no specials here"]
+    assert split_special("", [("<|im_end|>", 2)]) == []
+
+
+def test_clean_spaces():
+    assert _clean_spaces(b"Hello , world ! Isn 't it ? He 's ' fine ' .") == b"Hello, world! Isn 't it? He's'fine '."
+    assert _clean_spaces(b" ' ' ") == b"'' "
+
+
+def test_streamed_clean_up_equals_whole_clean_up():
+    "Every way of cutting tricky byte strings into pieces cleans to the same bytes as the whole."
+    def stream_clean(chunks):
+        out, pending = b"", b""
+        for ch in chunks:
+            pending += ch
+            cut = _last_safe_cut(pending)
+            out, pending = out + _clean_spaces(pending[:cut]), pending[cut:]
+        return out + _clean_spaces(pending)
+    rng = random.Random(0)
+    for t in [b"He 's ' fine ' . We 're  ' s x", b"a  ' 'm , ' ' ? 've 're ' re", b" ' ' ' ,, ! 's't"]:
+        for _ in range(200):
+            cuts = sorted(rng.sample(range(1, len(t)), rng.randint(0, min(8, len(t) - 1))))
+            chunks = [t[i:j] for i, j in zip([0] + cuts, cuts + [len(t)])]
+            assert stream_clean(chunks) == _clean_spaces(t), chunks
+
+
+def test_toy_tokenizer_special_tokens():
+    tok = Tokenizer(toy_metadata(pre="smollm"))
+    chat = "<|im_start|>user\nThe lazy dog sleeps.<|im_end|>\n"
+    ids = tok.encode(chat, parse_special=True)
+    assert ids[0] == 1 and tok.decode(ids) == "user\nThe lazy dog sleeps.\n"        # control tokens left out
+    assert tok.decode(ids, special=True) == chat
+    plain = tok.encode(chat, parse_special=False)
+    assert plain[0] != 1 and len(plain) > len(ids) and tok.decode(plain) == chat
+    assert tok.eog_ids == {0, 2} and tok.is_eog(2) and not tok.is_eog(1) and tok.is_control(1)
+
+
+def test_toy_clean_spaces_decode():
+    gpt2_tok, smol_tok = Tokenizer(toy_metadata(pre="gpt-2")), Tokenizer(toy_metadata(pre="smollm"))
+    odd = "Is it ? Yes , it 's fine ."
+    assert gpt2_tok.decode(gpt2_tok.encode(odd)) == "Is it? Yes, it's fine." and smol_tok.decode(smol_tok.encode(odd)) == odd
+    sd = StreamDecoder(gpt2_tok)
+    assert "".join(sd.feed(t) for t in gpt2_tok.encode(odd)) + sd.flush() == "Is it? Yes, it's fine."
+
+
+def test_toy_stream_decoder():
+    tok = Tokenizer(toy_metadata(pre="smollm"))
+    text = "fox \U0001F98A jumps"
+    ids = tok.encode(text, add_special=False)
+    sd = StreamDecoder(tok)
+    pieces = [sd.feed(t) for t in ids] + [sd.flush()]
+    assert "".join(pieces) == text and all("\ufffd" not in p for p in pieces)
+    assert pieces[ids.index(tok.token_id[BYTE_TO_UNICODE[0xF0]])] == ""               # first byte: nothing yet
+    bad = StreamDecoder(tok)
+    assert bad.feed(tok.token_id[BYTE_TO_UNICODE[0x80]]) == "\ufffd" and bad.feed(tok.token_id["a"]) == "a"
+    half = StreamDecoder(tok)
+    assert half.feed(tok.token_id[BYTE_TO_UNICODE[0xE2]]) == "" and half.flush() == "\ufffd"
+
+
+def test_sentencepiece_model_bytes_are_the_protobuf_model():
+    "The pieces written in protobuf's wire format read back as the pieces, scores and types given."
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    tokens, scores, types = toy_spm_vocab()
+    model = pb.ModelProto.FromString(sentencepiece_model(tokens, scores, types, unk_id=0))
+    assert model.trainer_spec.model_type == pb.TrainerSpec.BPE and model.trainer_spec.byte_fallback
+    assert [(p.piece, p.score, p.type) for p in model.pieces] == [(t, s, 2 if i == 0 else k)
+                                                                  for i, (t, s, k) in enumerate(zip(tokens, scores, types))]
+
+
+def test_plain_python_sentencepiece_equals_the_library():
+    tokens, scores, types = toy_spm_vocab()
+    token_id = {t: i for i, t in enumerate(tokens)}
+    byte_ids = [token_id[f"<0x{b:02X}>"] for b in range(256)]
+    sp = sentencepiece_processor(tokens, scores, types, unk_id=0)
+    rng, alphabet = random.Random(0), list("the quick brown fox") + ["é", "\n", "1"]
+    for s in ["the lazy fox", " over the hills", "héllo wörld ✅"] + [
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(300)]:
+        assert spm_ids(spm_merge(s.replace(" ", "▁"), token_id, scores), token_id, byte_ids) == sp.encode(s), s
+
+
+def test_toy_sentencepiece_space_prefix():
+    tokens, scores, types = toy_spm_vocab()
+    tok = Tokenizer({"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores,
+                     "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 1,
+                     "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.unknown_token_id": 0})
+    assert tok.add_bos and tok.add_space_prefix                                     # SentencePiece's defaults
+    ids = tok.encode("the lazy fox</s>the dog", parse_special=True)
+    assert [tok.tokens[i] for i in ids[:2]] == ["<s>", "▁the"] and tok.tokens[ids[ids.index(2) + 1]] == "▁the"
+    assert tok.decode(tok.encode("the lazy fox", add_special=False)) == "the lazy fox"
+    assert tok.decode(tok.encode("the lazy fox", add_special=True)) == " the lazy fox"   # after a BOS the space stays
+    cont = StreamDecoder(tok, starts_text=False)                                    # a continuation keeps its space
+    assert "".join(cont.feed(t) for t in tok.encode("fox", add_special=False)) + cont.flush() == " fox"
+
+
+@pytest.mark.parametrize("change,msg", [({"tokenizer.ggml.model": "bert"}, "supported are"),
+                                        ({"tokenizer.ggml.pre": "mystery"}, "known: "),
+                                        ({"tokenizer.ggml.tokens": 5}, "not an array"),
+                                        ({"tokenizer.ggml.token_type": [1]}, "1 items for")])
+def test_toy_bad_metadata(change, msg):
+    with pytest.raises(TokenizerError, match=msg): Tokenizer({**toy_metadata(), **change})
