@@ -7,5 +7,5 @@ from .quants import dequantize, quantize
 from .model import Model, ModelConfig
 from .tokenizer import Tokenizer, TokenizerError, StreamDecoder
 from .sampling import Sampler, SamplerSettings
-from .generate import load, Session, Completion, ChatTemplateError, render_chat, TokenStep, Stream
+from .generate import load, LLM, Session, Completion, ChatTemplateError, render_chat, TokenStep, Stream
 from .quantize import quantize_model, quantize_plan, measure, file_type

@@ -3,8 +3,8 @@ sessions, chat templates, context limits, threads, bad input."""
 import json, random, threading
 import numpy as np
 import pytest
-from llmbook.generate import (load, write_random_chat_model, StopMatcher, Completion, ChatTemplateError, Session,
-                              render_chat, CHATML_TEMPLATE)
+from llmbook.generate import load, StopMatcher, Completion, ChatTemplateError, Session, render_chat
+from llmbook.testmodels import write_random_chat_model, CHATML_TEMPLATE
 from llmbook.kvcache import ContextFullError
 from llmbook.sampling import Sampler, SamplerSettings
 

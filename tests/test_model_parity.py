@@ -8,7 +8,7 @@ import base64
 import numpy as np
 import pytest
 from conftest import load_fixture
-from llmbook.model import Model
+from llmbook.generate import load
 
 CLEAR_MARGIN, MIN_AGREEMENT, MIN_COSINE = 0.5, 0.99, 0.995
 
@@ -24,7 +24,7 @@ def teacher_forced(model, case):
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
 def parity(request):
     name = request.param
-    model = Model.load(request.getfixturevalue(f"{name}_path"), n_ctx=1024)
+    model = load(request.getfixturevalue(f"{name}_path"), n_ctx=1024)
     fx = load_fixture(f"logits_{name}.json")
     assert fx["n_vocab"] == model.config.n_vocab
     return name, fx, [teacher_forced(model, case) for case in fx["cases"]]
