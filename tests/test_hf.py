@@ -318,3 +318,25 @@ def test_load_source(tmp_path, monkeypatch, tiny_ckpt):
     assert converted_path(tiny_ckpt) != p
     assert load(p).logits([5, 6, 7]).shape == (3, GGUFFile(gguf).tensors["token_embd.weight"].shape[0])
     with pytest.raises(FileNotFoundError, match="no such file or directory"): load_source(tmp_path / "missing.gguf")
+
+@pytest.mark.parametrize("arch", ["Qwen2ForCausalLM", "Qwen3ForCausalLM"])
+def test_qwen_checkpoints(tmp_path, tiny_ckpt, arch):
+    "Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms): their own GGUF keys and names, no Q/K permutation (NeoX RoPE)."
+    c = json.loads((tiny_ckpt / "config.json").read_text())
+    c["architectures"], c["head_dim"] = [arch], 16
+    (tiny_ckpt / "config.json").write_text(json.dumps(c))
+    e = {n: np.array(x.tensor()) for n, x in read_safetensors(tiny_ckpt / "model.safetensors").items()}
+    extra = {"q_proj.bias": 64, "k_proj.bias": 32, "v_proj.bias": 32} if arch.startswith("Qwen2") else {"q_norm.weight": 16, "k_norm.weight": 16}
+    for i in range(c["num_hidden_layers"]):
+        for n, size in extra.items(): e[f"model.layers.{i}.self_attn.{n}"] = np.arange(size, dtype=np.float16)
+    write_safetensors(tiny_ckpt / "model.safetensors", e)
+    md, tensors = read_hf(tiny_ckpt)
+    a = md["general.architecture"]
+    assert a == arch[:5].lower() and md[f"{a}.attention.key_length"] == 16 and f"{a}.rope.dimension_count" not in md
+    assert np.array_equal(tensors["blk.1.attn_q.weight"], e["model.layers.1.self_attn.q_proj.weight"])
+    if a == "qwen2": assert np.array_equal(tensors["blk.0.attn_q.bias"], np.arange(64))
+    else: assert "blk.0.attn_q_norm.weight" in tensors and "blk.0.attn_k_norm.weight" in tensors
+    out = convert(tiny_ckpt, tmp_path / "q.gguf").path
+    with GGUFFile(out) as g:
+        assert g.tensors["blk.0.attn_q.weight"].type == "F16" and g.tensors["blk.0.attn_k_norm.weight" if a == "qwen3"
+                                                                               else "blk.0.attn_k.bias"].type == "F32"
