@@ -8,9 +8,11 @@ size of all its matrices against their bytes in the file (per type and in total)
 The machine may be shared: each number is the best of several runs, and it is worth running twice.
 """
 import argparse, json, sys, time
+import numba
 import numpy as np
 from llmbook import kernels as K
 from llmbook import attention as A
+from decode_smollm2 import rope, add          # bench/: the RoPE and residual-add kernels of the minimal forward pass
 
 SMOLLM2 = dict(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152)
 
@@ -41,6 +43,53 @@ def bench_matvec(types, shapes, min_seconds):
             rows.append(dict(type=name, shape=list(shape), us=s * 1e6, gmac_per_s=qt.size / s / 1e9,
                              gb_per_s=w.nbytes / s / 1e9, file_bytes=qt.nbytes, packed_bytes=w.nbytes))
     return rows
+
+
+def decode_step_estimate(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
+                         weight_type="Q4_1", head_type="Q8_0", n_past=64, repeat=5) -> dict:
+    "Time the kernels of one decode step on random weights of a llama-shaped model: ms per token and MACs."
+    hd = n_embd // n_heads
+    qkv = K.pack(K.random_qtensor(weight_type, (n_embd + 2 * n_kv_heads * hd, n_embd), 1))
+    wo = K.pack(K.random_qtensor(weight_type, (n_embd, n_embd), 2))
+    gate_up = K.pack(K.random_qtensor(weight_type, (2 * n_ff, n_embd), 3))
+    down = K.pack(K.random_qtensor(weight_type, (n_embd, n_ff), 4))
+    head = K.pack(K.random_qtensor(head_type, (n_vocab, n_embd), 5))
+    rng = np.random.default_rng(0)
+    norm_w = np.ones(n_embd, np.float32)
+    Kc = rng.standard_normal((1, n_kv_heads, n_past + 1, hd)).astype(np.float32)
+    Vc = rng.standard_normal((1, n_kv_heads, n_past + 1, hd)).astype(np.float32)
+    cos = np.ones((n_past + 1, hd // 2), np.float32); sin = np.zeros((n_past + 1, hd // 2), np.float32)
+    x = rng.standard_normal((1, n_embd)).astype(np.float32)
+    xn, att = np.empty_like(x), np.empty((1, n_heads, hd), np.float32)
+    qkv_out, proj = np.empty(qkv.n_rows, np.float32), np.empty((1, n_embd), np.float32)
+    gu, act, logits = np.empty((1, 2 * n_ff), np.float32), np.empty((1, n_ff), np.float32), np.empty(n_vocab, np.float32)
+    q = qkv_out[: n_embd].reshape(1, n_heads, hd)
+    k = qkv_out[n_embd: n_embd + n_kv_heads * hd].reshape(1, n_kv_heads, hd)
+
+    def layer():
+        A.rmsnorm(x, norm_w, 1e-5, xn)
+        qkv.matvec(xn[0], qkv_out)
+        rope(q, n_past, cos, sin, False); rope(k, n_past, cos, sin, False)
+        A.tiled_attention(q, Kc, Vc, 0, n_past, 0.125, 0, att)
+        wo.matvec(att.reshape(-1), proj[0])
+        A.add_rmsnorm(x, proj, norm_w, 1e-5, xn)
+        gate_up.matvec(xn[0], gu[0])
+        A.swiglu_stacked(gu, act)
+        down.matvec(act[0], proj[0])
+        add(x, proj)
+
+    def step():
+        for _ in range(n_layers): layer()
+        A.rmsnorm(x, norm_w, 1e-5, xn)
+        head.matvec(xn[0], logits)
+
+    t_layer = best_time(layer, 0, repeat)
+    t_head = best_time(lambda: head.matvec(xn[0], logits), 0, repeat)
+    t_step = best_time(step, 0, repeat)
+    macs = n_layers * (qkv.n_rows + wo.n_rows + gate_up.n_rows) * n_embd + n_layers * down.n_rows * n_ff + n_vocab * n_embd
+    return dict(ms_per_token=t_step * 1e3, ms_per_layer=t_layer * 1e3, ms_head=t_head * 1e3,
+                tokens_per_s=1 / t_step, gmacs=macs / 1e9, gmac_per_s=macs / t_step / 1e9, threads=numba.get_num_threads(),
+                threading_layer=K.threading_layer())
 
 
 def bench_prefill(n_tokens=64, n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
@@ -118,7 +167,7 @@ def main(argv=None):
     shapes = [(1536, 576), (49152, 576)] if args.quick else [(576, 576), (1536, 576), (576, 1536), (2048, 1024), (49152, 576)]
     result = dict(threading_layer=K.threading_layer(), threads=threads, physical_cores=K.physical_cores())
     result["matvec"] = bench_matvec(types, shapes, min_s)
-    result["decode_step_smollm2"] = A.decode_step_estimate(**SMOLLM2, repeat=3 if args.quick else 10)
+    result["decode_step_smollm2"] = decode_step_estimate(**SMOLLM2, repeat=3 if args.quick else 10)
     result["prefill_smollm2"] = [bench_prefill(**SMOLLM2, blas=b, repeat=2 if args.quick else 3) for b in (True, False)]
     if args.model:
         result["model"] = bench_model(args.model, min_s)

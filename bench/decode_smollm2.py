@@ -1,4 +1,5 @@
-"""A minimal llama forward pass for SmolLM2-135M built only from llmbook.kernels: checks the kernels end to end
+"""A minimal llama forward pass for SmolLM2-135M built only from llmbook's kernels (plus a RoPE and a residual-add kernel
+of its own, below): checks the kernels end to end
 against llama.cpp's logits (tests/fixtures/logits_smollm2.json) and measures prefill and decode tokens/s.
 
     python bench/decode_smollm2.py [--model PATH] [--threads N] [--json]
@@ -9,12 +10,36 @@ a dozen kernel calls on buffers allocated once.
 import argparse, json, math, mmap, sys, time
 from pathlib import Path
 import numpy as np
+from numba import njit
 from llmbook import kernels as K
 from llmbook import attention as A
 from llmbook.gguf import GGUFFile
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+
+
+@njit(cache=True, fastmath=A.FAST)
+def rope(x, pos0, cos, sin, neox):
+    "Rotate `x` `(n_tokens, n_heads, head_dim)` in place; token t is at position pos0 + t. NeoX pairs (i, i + n_rot/2)."
+    n_tokens, n_heads, head_dim = x.shape
+    half = cos.shape[1]
+    for t in range(n_tokens):
+        p = pos0 + t
+        for h in range(n_heads):
+            for i in range(half):
+                c, s = cos[p, i], sin[p, i]
+                ia, ib = (i, i + half) if neox else (2 * i, 2 * i + 1)
+                a, b = x[t, h, ia], x[t, h, ib]
+                x[t, h, ia] = a * c - b * s
+                x[t, h, ib] = a * s + b * c
+
+
+@njit(cache=True, fastmath=A.FAST)
+def add(x, delta):
+    "x += delta, elementwise (the residual connection), for arrays of any matching contiguous shape."
+    a, b = x.reshape(-1), delta.reshape(-1)
+    for i in range(a.size): a[i] += b[i]
 
 
 class TinyLlama:
@@ -75,8 +100,8 @@ class TinyLlama:
             L["qkv"].matmul(xn, qkv)
             q = np.ascontiguousarray(qkv[:, :nq]).reshape(n, self.n_heads, self.hd)
             k = np.ascontiguousarray(qkv[:, nq:nq + nk]).reshape(n, self.n_kv, self.hd)
-            A.rope(q, pos0, self.cos, self.sin, False)
-            A.rope(k, pos0, self.cos, self.sin, False)
+            rope(q, pos0, self.cos, self.sin, False)
+            rope(k, pos0, self.cos, self.sin, False)
             self.k_cache[li, :, pos0:pos0 + n] = k.transpose(1, 0, 2)
             self.v_cache[li, :, pos0:pos0 + n] = qkv[:, nq + nk:].reshape(n, self.n_kv, self.hd).transpose(1, 0, 2)
             A.tiled_attention(q, self.k_cache, self.v_cache, li, pos0, scale, 0, att)
@@ -85,7 +110,7 @@ class TinyLlama:
             L["gate_up"].matmul(xn, gu)
             A.swiglu_stacked(gu, act)
             L["down"].matmul(act, proj)
-            A.add(x, proj)
+            add(x, proj)
         if not all_logits:
             x, b = x[-1:], self.buffers(1)
         A.rmsnorm(x, self.out_norm, self.eps, b["xn"][: len(x)])

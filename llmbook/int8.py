@@ -19,8 +19,10 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, register_model, models
 from llvmlite import ir
+from fastcore.basics import patch
 from .tensors import GGMLType, QTensor, type_info
 from .quants import dequantize
+from .kernels import choose_threading_layer
 
 # %% ../nbs/03a_int8.ipynb #883ceecc
 AVX2_CPU_NAMES = {"haswell", "broadwell", "skylake", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
@@ -115,6 +117,7 @@ def _f16(builder, ptr, offset: int):
     "The IEEE half at `ptr + offset` as a float32 (one `vcvtph2ps`)."
     return builder.fpext(_at(builder, ptr, offset, ir.HalfType()), F32)
 
+# %% ../nbs/03a_int8.ipynb #808518c9
 def _x86(builder, name, ret, *args):
     "Call an LLVM intrinsic (an x86 instruction) by name, declaring it in the module the first time."
     fn = builder.module.globals.get(name)
@@ -171,6 +174,7 @@ def _q8_row(x, xq, xd, xb, block):
                 s += q
             xb[(block // 16) * b + g] = s
 
+# %% ../nbs/03a_int8.ipynb #cac48408
 @njit(cache=True, fastmath=True, parallel=True)
 def quantize_q8(X, block):
     """Rows of `X` `(n, k)` as int8 `xq` in blocks of `block` (32 or 256) with scales `xd` `(n, k/block)`, and
@@ -227,6 +231,7 @@ def prefetch_bytes(typingctx, w, offset, n):
         return context.get_dummy_value()
     return types.void(w, offset, n), codegen
 
+# %% ../nbs/03a_int8.ipynb #a1d1a0a9
 @block_dot_codegen("Q4_0")
 def _q4_0(context, builder, tys, args):
     acc, pw, px, pb, dx = _block_args(context, builder, tys, args)
@@ -295,6 +300,7 @@ def _minimums(builder, acc, mins8, dmin, pb):
     sums32 = _madd(builder, _at(builder, pb, 0, V16I16), _const(V16I16, 1))          # 16-sums -> 32-sums
     return _scaled_add(builder, acc, builder.fneg(dmin), builder.mul(sums32, builder.zext(mins8, V8I32)))
 
+# %% ../nbs/03a_int8.ipynb #1edf35e6
 def _k4_like(context, builder, tys, args, qs_at, fifth_bits):
     "Q4_K, or Q5_K when `fifth_bits(j)` gives the 16s to add to runs j's low and high nibbles."
     acc, pw, px, pb, dx = _block_args(context, builder, tys, args)
@@ -369,6 +375,7 @@ def _q2_k(context, builder, tys, args):
     mins = _madd(builder, _at(builder, pb, 0, V16I16), mn16)
     return _scaled_add(builder, acc, builder.fneg(builder.fmul(_f16(builder, pw, 82), dx)), mins)
 
+# %% ../nbs/03a_int8.ipynb #96a02c7b
 def _q3_scales(builder, pw, offset):
     "The 12 scale bytes of a Q3_K super-block -> 16 signed scales (stored value - 32) in i16 lanes."
     a0, a1, a2 = (_at(builder, pw, offset + 4 * i, I32) for i in range(3))
@@ -398,12 +405,12 @@ def _q3_k(context, builder, tys, args):
             total = builder.add(total, _madd(builder, p, _two_scales(builder, sc16, 8 * n + 2 * j)))
     return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 108), dx), total)
 
-# %% ../nbs/03a_int8.ipynb #96a02c7b
+# %% ../nbs/03a_int8.ipynb #c9a3dd4b
 BLOCK_BYTES = tuple(type_info(GGMLType(i)).type_size if i in BLOCK_DOTS else 0 for i in range(15))   # by type id (chapter 00's table)
 X_BLOCK = tuple(256 if i >= 10 else 32 for i in range(15))                     # activations' block: Q8_K or Q8_0
-HAS_OFFSET = tuple(i in (3, 7) for i in range(15))
+HAS_OFFSET = tuple(i in (3, 7) for i in range(15))                              # Q4_1, Q5_1: an f16 m at byte 2
 PREFETCH_ROWS = 4   # how far ahead the matrix x vector kernel asks for rows
-GEMM_ROWS = 16      # weight rows a batch task keeps in cache (16 x 1-2 KB) while every token passes over them                              # Q4_1, Q5_1: an f16 m at byte 2
+GEMM_ROWS = 16      # weight rows a batch task keeps in cache (16 x 1-2 KB) while every token passes over them
 
 @njit(cache=True, inline="always")
 def _block_sums(xd, xb):
@@ -422,6 +429,7 @@ def block_dot(typingctx, kind, acc, w, wo, xq, xo, xb, bo, dx, xsum):
     def codegen(context, builder, sig, args): return gen(context, builder, sig.args[1:], args[1:])
     return f32x8(kind, acc, w, wo, xq, xo, xb, bo, dx, xsum), codegen
 
+# %% ../nbs/03a_int8.ipynb #c25e78d5
 @njit(cache=True, parallel=True)
 def _matvec(kind, w, rows_at, x, out):
     numba.literally(kind)
@@ -444,6 +452,7 @@ def _matvec(kind, w, rows_at, x, out):
             a0 = block_dot(kind, a0, w, o + size * b, xq, block * b, xb, per * b, xd[b], xs[b])
         out[r] = vsum(a0) + vsum(a1)
 
+# %% ../nbs/03a_int8.ipynb #c388c7d8
 @njit(cache=True, parallel=True)
 def _gemm(kind, w, rows_at, X, out, col0):
     numba.literally(kind)
@@ -490,6 +499,7 @@ def matvec_q5_k(w, rows_at, x, out): _matvec(13, w, rows_at, x, out)
 @njit(cache=True)
 def matvec_q6_k(w, rows_at, x, out): _matvec(14, w, rows_at, x, out)
 
+# %% ../nbs/03a_int8.ipynb #cec2d928
 @njit(cache=True)
 def gemm_q4_0(w, rows_at, X, out, col0): _gemm(2, w, rows_at, X, out, col0)
 @njit(cache=True)
@@ -546,6 +556,7 @@ class BlockMatrix:
         self.arrays = (self.w, self.rows_at)                         # what the kernels take, as chapter 03's matrices
         self.type, self.shape, self.row_bytes = first.type, (len(self.rows_at), first.shape[1]), row_bytes
         self._matvec, self._gemm = MATVEC[first.type], GEMM[first.type]
+        choose_threading_layer()                                     # kernels run next: chapter 03's threads
 
     @property
     def n_rows(self) -> int: return self.shape[0]
@@ -554,26 +565,31 @@ class BlockMatrix:
     @property
     def nbytes(self) -> int: return self.n_rows * self.row_bytes
 
-    def matvec(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        "out = W @ x for a float32 vector x."
-        if out is None: out = np.empty(self.n_rows, np.float32)
-        self._matvec(self.w, self.rows_at, x, out)
-        return out
-
-    def matmul(self, X: np.ndarray, out: np.ndarray | None = None, col0: int = 0) -> np.ndarray:
-        "out[:, col0:col0 + n_rows] = X @ W.T for a float32 batch X `(n, n_cols)`."
-        if out is None: out = np.empty((X.shape[0], self.n_rows), np.float32)
-        if X.shape[0] == 1: self.matvec(X[0], out[0, col0:col0 + self.n_rows])
-        else: self._gemm(self.w, self.rows_at, X, out, col0)
-        return out
-
-    def rows(self, ids, out: np.ndarray | None = None) -> np.ndarray:
-        "Rows `ids` as float32 (an embedding lookup), dequantized by chapter 02's numpy code."
-        ids = np.asarray(ids, np.int64).reshape(-1)
-        raw = self.w[self.rows_at[ids][:, None] + np.arange(self.row_bytes)]
-        rows = dequantize(QTensor(raw.reshape(-1), self.type, (ids.size, self.n_cols))).reshape(ids.size, self.n_cols)
-        if out is None: return rows
-        out[...] = rows
-        return out
-
     def __repr__(self): return f"BlockMatrix({self.type.name}, shape={self.shape}, in place)"
+
+# %% ../nbs/03a_int8.ipynb #8dd435ed
+@patch
+def matvec(self: BlockMatrix, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    "out = W @ x for a float32 vector x."
+    if out is None: out = np.empty(self.n_rows, np.float32)
+    self._matvec(self.w, self.rows_at, x, out)
+    return out
+
+@patch
+def matmul(self: BlockMatrix, X: np.ndarray, out: np.ndarray | None = None, col0: int = 0) -> np.ndarray:
+    "out[:, col0:col0 + n_rows] = X @ W.T for a float32 batch X `(n, n_cols)`."
+    if out is None: out = np.empty((X.shape[0], self.n_rows), np.float32)
+    if X.shape[0] == 1: self.matvec(X[0], out[0, col0:col0 + self.n_rows])
+    else: self._gemm(self.w, self.rows_at, X, out, col0)
+    return out
+
+# %% ../nbs/03a_int8.ipynb #1f996bbd
+@patch
+def rows(self: BlockMatrix, ids, out: np.ndarray | None = None) -> np.ndarray:
+    "Rows `ids` as float32 (an embedding lookup), dequantized by chapter 02's numpy code."
+    ids = np.asarray(ids, np.int64).reshape(-1)
+    raw = self.w[self.rows_at[ids][:, None] + np.arange(self.row_bytes)]
+    rows = dequantize(QTensor(raw.reshape(-1), self.type, (ids.size, self.n_cols))).reshape(ids.size, self.n_cols)
+    if out is None: return rows
+    out[...] = rows
+    return out

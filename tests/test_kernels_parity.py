@@ -3,6 +3,7 @@ against llama.cpp's logits for SmolLM2 (teacher-forced, the criteria of tests/te
 import sys
 from pathlib import Path
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
@@ -26,3 +27,24 @@ def test_decode_matches_prefill(smollm2_path):
     for pos, tok in enumerate(ids):
         step = model.forward([tok], pos)[0]
         np.testing.assert_allclose(step, batched[pos], rtol=1e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("neox", [False, True])
+@pytest.mark.parametrize("n_rot,head_dim", [(64, 64), (256, 256), (32, 64)])
+def test_bench_rope_matches_chapter_04(neox, n_rot, head_dim):
+    "The minimal forward pass's own RoPE kernel against chapter 04's apply_rope (both pairings, partial rotation)."
+    import decode_smollm2 as D
+    from llmbook.attention import rope_freqs, rope_cos_sin, apply_rope
+    rng = np.random.default_rng(1)
+    cos, sin = rope_cos_sin(np.arange(100), rope_freqs(n_rot, 10000.0))
+    x = rng.standard_normal((5, 3, head_dim)).astype(np.float32)
+    got = x.copy()
+    D.rope(got, 40, cos, sin, neox)
+    np.testing.assert_allclose(got, apply_rope(x, cos[40:45], sin[40:45], neox=neox), rtol=1e-5, atol=1e-5)
+
+
+def test_bench_add():
+    import decode_smollm2 as D
+    x, d = np.arange(12, dtype=np.float32).reshape(3, 4), np.ones((3, 4), np.float32)
+    h = x.copy(); D.add(h, d)
+    np.testing.assert_array_equal(h, x + d)
