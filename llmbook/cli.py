@@ -5,274 +5,34 @@
 # %% ../nbs/12_cli.ipynb #fc60b347
 from __future__ import annotations
 import argparse, json, os, sys, threading, time
-from .gguf import GGUFFile, GGUFError
+from pathlib import Path
+from .gguf import GGUFFile
 from .kvcache import ContextFullError
 from .model import default_model_path
 from .tokenizer import Tokenizer
 from .generate import load
-from pathlib import Path
-from .model import Model, benchmark, numba_cache_stats
+from .engine import benchmark, numba_cache_stats
 from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
 from .int8 import KERNEL_SETS, KERNEL_SET_NAMES, kernel_set
 
 # %% auto #0
-__all__ = ['COLD_RUN', 'COMMANDS', 'inspect_args', 'inspect', 'generate_args', 'generate', 'chat_args', 'chat', 'tokenize_args',
-           'tokenize', 'quantize_args', 'quantize', 'perplexity_args', 'perplexity', 'bench_args', 'cold_start_seconds',
-           'bench', 'build_parser', 'main']
+__all__ = ['COMMANDS', 'COLD_RUN', 'build_parser', 'main', 'inspect_args', 'run_inspect', 'generate_args', 'run_generate',
+           'chat_args', 'run_chat', 'tokenize_args', 'run_tokenize', 'quantize_args', 'run_quantize', 'perplexity_args',
+           'perplexity_numbers', 'run_perplexity', 'bench_args', 'cold_start_seconds', 'bench_numbers', 'run_bench']
 
-# %% ../nbs/12_cli.ipynb #e65de187
-def inspect_args(p: argparse.ArgumentParser):
-    p.add_argument("path", help="a .gguf file")
-    p.add_argument("--max-tensors", type=int, default=None, metavar="N", help="show only the first N tensors of the table")
-    p.add_argument("--key", default=None, help="print only this metadata value, in full, as JSON")
-
-def inspect(args) -> int:
-    with GGUFFile(args.path) as f:
-        if args.key is None:
-            print(f.summary(max_tensors=args.max_tensors))
-            ks = kernel_set()
-            print(f"\nkernels on this CPU: {ks} ({KERNEL_SET_NAMES[ks]})")
-            return 0
-        if args.key not in f.metadata: raise KeyError(f"{args.path}: no metadata key {args.key!r}")
-        print(json.dumps(f.metadata[args.key], ensure_ascii=False, indent=None))
-    return 0
-
-# %% ../nbs/12_cli.ipynb #faa74428
-class _Notice:
-    "Tell stderr about a step once it has taken more than `after` seconds (say, numba compiling on a first run)."
-    def __init__(self, what: str, after: float = 2.0):
-        self.what, self.after, self.said = what, after, False
-    def _say(self):
-        self.said = True
-        print(f"llmbook: {self.what}...", file=sys.stderr, flush=True)
-    def __enter__(self):
-        self.t0, self.timer = time.perf_counter(), threading.Timer(self.after, self._say)
-        self.timer.daemon = True
-        self.timer.start()
-        return self
-    def __exit__(self, *exc):
-        self.timer.cancel()
-        if self.said: print(f"llmbook: {self.what}: done in {time.perf_counter() - self.t0:.1f} s", file=sys.stderr, flush=True)
-
-def _model_args(p: argparse.ArgumentParser):
-    p.add_argument("--model", "-m", default=None, metavar="PATH", help="a GGUF model (default: the embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--threads", "-t", type=int, default=None, metavar="N", help="threads for the kernels (default: all cores)")
-    p.add_argument("--ctx", "-c", type=int, default=None, metavar="N", help="context size in tokens (default: the model's, at most 4096)")
-    p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
-                   help="matrix kernels: avx2 (integer dot products) or float; default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
-
-def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
-    p.add_argument("--max-tokens", "-n", type=int, default=max_tokens, metavar="N", help=f"generate at most N tokens (default {max_tokens})")
-    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy, the most likely token (default); higher: more varied")
-    p.add_argument("--top-k", type=int, default=40, help="sample among the K most likely tokens (0: off; default 40)")
-    p.add_argument("--top-p", type=float, default=0.95, help="... among the smallest set with this much probability (1: off; default 0.95)")
-    p.add_argument("--min-p", type=float, default=0.05, help="... among tokens at least this times as likely as the best (0: off; default 0.05)")
-    p.add_argument("--repeat-penalty", type=float, default=1.0, help="penalise the last 64 tokens (1: off, the default)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random draws (default 0)")
-    p.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop before this text (repeatable)")
-    p.add_argument("--verbose", "-v", action="store_true", help="print prefill and decode speed (tokens/s) to stderr")
-
-def _sampling(args) -> dict:
-    return dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed, stop=args.stop)
-
-def _load(args):
-    name = args.model or "the default model"
-    with _Notice(f"loading {name}"):
-        return load(args.model, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels)
-
-def _write_stream(stream):
-    "Print a generation's pieces as they come; return the `Completion`."
-    with _Notice("reading the prompt (a first run also compiles the numba kernels: a minute or two)"):
-        first = next(stream, "")
-    sys.stdout.write(first); sys.stdout.flush()
-    for piece in stream:
-        sys.stdout.write(piece); sys.stdout.flush()
-    return stream.result
-
-# %% ../nbs/12_cli.ipynb #6f03df0c
-def generate_args(p: argparse.ArgumentParser):
-    p.add_argument("prompt", help="the text to continue ('-': read it from stdin)")
-    _model_args(p)
-    _sampling_args(p, max_tokens=64)
-    p.add_argument("--ignore-eos", action="store_true", help="do not stop at end-of-generation tokens (never draw them)")
-
-def generate(args) -> int:
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    m = _load(args)
-    c = _write_stream(m.generate(prompt, stream=True, ignore_eos=args.ignore_eos, **_sampling(args)))
-    print(flush=True)
-    if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
-    return 0
-
-# %% ../nbs/12_cli.ipynb #024232a1
-def chat_args(p: argparse.ArgumentParser):
-    _model_args(p)
-    _sampling_args(p, max_tokens=256)
-    p.add_argument("--system", default=None, metavar="TEXT", help="a system message to start each conversation with")
-
-def chat(args) -> int:
-    m = _load(args)
-    session, interactive = m.session(), sys.stdin.isatty()
-    if interactive: print("llmbook chat: an empty line or Ctrl-D quits, /reset starts over", file=sys.stderr)
-    while True:
-        if interactive: print("> ", end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline()
-        if not line.strip(): return 0                        # end of input, or an empty line
-        text = line.rstrip("\r\n")
-        if text.strip() == "/reset":
-            session.reset(); print("llmbook: (new conversation)", file=sys.stderr); continue
-        message = [{"role": "user", "content": text}]
-        if args.system and not session.messages: message.insert(0, {"role": "system", "content": args.system})
-        try: c = _write_stream(session.chat(message, stream=True, **_sampling(args)))
-        except ContextFullError as e:
-            print(f"llmbook chat: {e} (/reset starts a new conversation)", file=sys.stderr); continue
-        print(flush=True)
-        if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
-
-# %% ../nbs/12_cli.ipynb #f650f9d2
-def tokenize_args(p: argparse.ArgumentParser):
-    p.add_argument("text", help="the text to tokenize ('-': read it from stdin)")
-    p.add_argument("--model", "-m", default=None, metavar="PATH", help="a GGUF model (default: the embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--pieces", action="store_true", help="one token per line: its id and its text (as JSON)")
-    p.add_argument("--no-bos", action="store_true", help="do not add the BOS token, even if the model asks for one")
-    p.add_argument("--no-parse-special", action="store_true", help="read control tokens' text (<|im_start|>) as plain text")
-
-def tokenize(args) -> int:
-    text = sys.stdin.read() if args.text == "-" else args.text
-    with GGUFFile(args.model if args.model is not None else default_model_path()) as f:
-        tok = Tokenizer.from_gguf(f)
-    ids = tok.encode(text, add_special=not args.no_bos, parse_special=not args.no_parse_special)
-    if not args.pieces: print(json.dumps(ids)); return 0
-    for t in ids:
-        print(f"{t:>7} {json.dumps(tok.token_to_piece(t).decode('utf-8', 'backslashreplace'), ensure_ascii=False)}")
-    return 0
-
-# %% ../nbs/12_cli.ipynb #ac1c95a8
-def quantize_args(p: argparse.ArgumentParser):
-    p.add_argument("input", help="the GGUF model to quantize (any type llmbook reads)")
-    p.add_argument("output", help="the GGUF file to write")
-    p.add_argument("--type", "-q", default="Q8_0", metavar="TYPE",
-                   help=f"the file type: {', '.join(FILE_TYPES)} (Q4_K = Q4_K_M, Q5_K = Q5_K_M; default Q8_0)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-
-def quantize(args) -> int:
-    print(quantize_model(args.input, args.output, args.type, progress=not args.quiet).summary())
-    return 0
-
-def perplexity_args(p: argparse.ArgumentParser):
-    p.add_argument("--model", "-m", default=None, metavar="PATH", help="a GGUF model (default: the embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--text", default=None, metavar="FILE", help="a UTF-8 text file ('-': stdin; default: a built-in passage of ~670 tokens)")
-    p.add_argument("--ctx", "-c", type=int, default=128, metavar="N", help="tokens per window; the second half of each is scored (default 128)")
-    p.add_argument("--reference", default=None, metavar="PATH", help="also compare with this model (the original): KL divergence, top-1 agreement")
-    p.add_argument("--threads", "-t", type=int, default=None, metavar="N", help="threads for the kernels (default: all cores)")
-    p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS], help="matrix kernels (default auto: the best this CPU has)")
-    p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
-
-def perplexity(args) -> int:
-    if args.text is None: text = SAMPLE_TEXT
-    elif args.text == "-": text = sys.stdin.read()
-    else: text = Path(args.text).read_text(encoding="utf-8")
-    with _Notice("loading the model"):
-        m = Model.load(args.model, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels)
-        ref = Model.load(args.reference, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels) if args.reference else None
-    tok = Tokenizer.from_gguf(m.gguf)
-    ids = tok.encode(text)
-    bos = tok.bos if tok.add_bos and tok.bos >= 0 else None
-    if ref is None: scores, _ = measure(m, {}, ids, args.ctx, bos, progress=True)
-    else:
-        if ref.config.n_vocab != m.config.n_vocab: raise ValueError(f"the reference has {ref.config.n_vocab} tokens, the model {m.config.n_vocab}: not the same vocabulary")
-        ref_scores, out = measure(ref, {"model": m}, ids, args.ctx, bos, progress=True)
-        scores = out["model"]
-    res = {"model": str(m.gguf.path), "text_tokens": len(ids), "ctx": args.ctx, "scored_tokens": scores.n_tokens,
-           "perplexity": scores.perplexity}
-    if ref is not None:
-        res.update(reference=str(ref.gguf.path), reference_perplexity=ref_scores.perplexity, mean_kl=scores.mean_kl,
-                   kl_p99=scores.kl_quantile(0.99), top1_agreement=scores.top1)
-    if args.json: print(json.dumps(res)); return 0
-    print(f"model:       {res['model']}\ntext:        {len(ids)} tokens, windows of {args.ctx}, {scores.n_tokens} scored\n"
-          f"perplexity:  {scores.perplexity:.4f}")
-    if ref is not None:
-        print(f"reference:   {res['reference']} (perplexity {ref_scores.perplexity:.4f})\n"
-              f"KL divergence: mean {scores.mean_kl:.6f}, 99th percentile {res['kl_p99']:.6f}\n"
-              f"top-1 agreement: {scores.top1:.2%}")
-    return 0
-
-# %% ../nbs/12_cli.ipynb #04d8ec96
-def bench_args(p: argparse.ArgumentParser):
-    _model_args(p)
-    p.add_argument("--prompt-tokens", type=int, default=64, metavar="N", help="tokens in the prompt (default 64)")
-    p.add_argument("--gen-tokens", type=int, default=64, metavar="N", help="tokens to generate (default 64)")
-    p.add_argument("--repeat", type=int, default=3, metavar="N", help="runs; the best counts (default 3)")
-    p.add_argument("--cold", action="store_true", help="also time a fresh process compiling the kernels on an empty numba cache")
-    p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
-
-COLD_RUN = """
-import sys, time
-t0 = time.perf_counter()
-from llmbook.model import Model
-m = Model.load(sys.argv[1] or None, n_threads=int(sys.argv[2]) if sys.argv[2] else None, n_ctx=8)
-cache = m.new_cache(8)
-m.forward([1, 2], cache); m.forward([3], cache)
-print(time.perf_counter() - t0)
-"""
-
-def cold_start_seconds(model: str | None, n_threads: int | None) -> float:
-    "Seconds a fresh process takes to import llmbook, load `model` and run a first batch and a first token on an empty numba cache."
-    import subprocess, tempfile
-    with tempfile.TemporaryDirectory(prefix="llmbook-numba-") as empty:
-        done = subprocess.run([sys.executable, "-c", COLD_RUN, str(model or ""), str(n_threads or "")],
-                              env=dict(os.environ, NUMBA_CACHE_DIR=empty), capture_output=True, text=True)
-    if done.returncode != 0: raise RuntimeError(f"the cold-cache run failed: {done.stderr.strip().splitlines()[-1:]}")
-    return float(done.stdout.split()[-1])
-
-def bench(args) -> int:
-    for name in ("prompt_tokens", "gen_tokens", "repeat"):
-        if getattr(args, name) < 1: raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
-    n_ctx = args.ctx or args.prompt_tokens + args.gen_tokens + 2
-    t0 = time.perf_counter()
-    with _Notice(f"loading {args.model or 'the default model'}"):
-        m = Model.load(args.model, n_threads=args.threads, n_ctx=n_ctx, kernels=args.kernels)
-    load_s = time.perf_counter() - t0
-    with _Notice("measuring (a first run also compiles the numba kernels: a minute or two)"):
-        r = benchmark(m, args.prompt_tokens, args.gen_tokens, args.repeat)
-    cache = numba_cache_stats()
-    r.update(model=str(m.gguf.path), arch=m.config.arch, load_s=load_s, numba_cache="cold" if cache["compiled"] else "warm",
-             kernels_compiled=cache["compiled"], kernels_loaded=cache["loaded"])
-    if args.cold:
-        with _Notice("timing a fresh process on an empty numba cache (it compiles every kernel: a minute or so)"):
-            r["cold_start_s"] = cold_start_seconds(args.model, args.threads)
-    if args.json:
-        print(json.dumps(r))
-        return 0
-    print(f"model     {Path(r['model']).name} ({r['arch']}), loaded in {load_s:.2f} s")
-    print(f"threads   {r['threads']} ({r['threading_layer']} threading layer)")
-    print(f"kernels   {r['kernels']} ({KERNEL_SET_NAMES[r['kernels']]})")
-    print(f"first run {r['first_pass_s']:.2f} s (numba cache {r['numba_cache']}: {cache['compiled']} kernels compiled, "
-          f"{cache['loaded']} loaded from disk)")
-    if args.cold: print(f"cold      {r['cold_start_s']:.1f} s for a fresh process on an empty numba cache (import, load, compile)")
-    print(f"prefill   {r['prefill']:8.1f} tokens/s  ({r['n_prompt']} tokens)")
-    print(f"decode    {r['decode']:8.1f} tokens/s  ({r['n_gen']} tokens, {r['ms_per_token']:.1f} ms per token)")
-    return 0
-
-# %% ../nbs/12_cli.ipynb #1517a023
-COMMANDS = {  # name: (declare arguments, run, one-line help)
-    "inspect": (inspect_args, inspect, "show a GGUF file's metadata and tensors"),
-    "generate": (generate_args, generate, "continue a prompt, streaming the text to stdout"),
-    "chat": (chat_args, chat, "chat with a model, one message per line of stdin"),
-    "tokenize": (tokenize_args, tokenize, "show the token ids (or pieces) of a text"),
-    "quantize": (quantize_args, quantize, "write a GGUF model with its weights in fewer bits (Q8_0, Q4_K_M, ...)"),
-    "perplexity": (perplexity_args, perplexity, "perplexity on a text, and KL divergence against a reference model"),
-    "bench": (bench_args, bench, "prefill and decode speed (tokens/s) of a model on this machine"),
-}
+# %% ../nbs/12_cli.ipynb #531ee05a
+COMMANDS = {}   # name: (declare arguments, run, one-line help), in the order --help lists them
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmbook", description="LLM inference from GGUF files, in numpy and numba.")
+    "The `llmbook` argument parser: one subcommand per entry of `COMMANDS`."
+    parser = argparse.ArgumentParser(prog="llmbook",
+                                     description="LLM inference from GGUF files, in numpy and numba.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (add_args, _, help) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help, description=help))
     return parser
 
+# %% ../nbs/12_cli.ipynb #a1514ac5
 def _error_line(e: BaseException) -> str:
     if isinstance(e, FileNotFoundError): return f"no such file: {e.filename}" if e.filename else str(e)
     if isinstance(e, IsADirectoryError): return f"is a directory, not a file: {e.filename}"
@@ -298,6 +58,322 @@ def main(argv=None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+# %% ../nbs/12_cli.ipynb #faa74428
+def inspect_args(p: argparse.ArgumentParser):
+    "`llmbook inspect PATH [--max-tensors N] [--key KEY]`"
+    p.add_argument("path", help="a .gguf file")
+    p.add_argument("--max-tensors", type=int, default=None, metavar="N",
+                   help="show only the first N tensors of the table")
+    p.add_argument("--key", default=None, help="print only this metadata value, in full, as JSON")
+
+def run_inspect(args) -> int:
+    "Print a GGUF file's summary (or one metadata value, as JSON)."
+    with GGUFFile(args.path) as f:
+        if args.key is None:
+            print(f.summary(max_tensors=args.max_tensors))
+            ks = kernel_set()
+            print(f"\nkernels on this CPU: {ks} ({KERNEL_SET_NAMES[ks]})")
+            return 0
+        if args.key not in f.metadata: raise KeyError(f"{args.path}: no metadata key {args.key!r}")
+        print(json.dumps(f.metadata[args.key], ensure_ascii=False, indent=None))
+    return 0
+
+COMMANDS["inspect"] = (inspect_args, run_inspect, "show a GGUF file's metadata and tensors")
+
+# %% ../nbs/12_cli.ipynb #024232a1
+class _Notice:
+    "Tell stderr about a step once it has taken more than `after` seconds (say, numba compiling on a first run)."
+    def __init__(self, what: str, after: float = 2.0):
+        self.what, self.after, self.said = what, after, False
+    def _say(self):
+        self.said = True
+        print(f"llmbook: {self.what}...", file=sys.stderr, flush=True)
+    def __enter__(self):
+        self.t0, self.timer = time.perf_counter(), threading.Timer(self.after, self._say)
+        self.timer.daemon = True
+        self.timer.start()
+        return self
+    def __exit__(self, *exc):
+        self.timer.cancel()
+        if self.said:
+            seconds = time.perf_counter() - self.t0
+            print(f"llmbook: {self.what}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+# %% ../nbs/12_cli.ipynb #f650f9d2
+def _model_args(p: argparse.ArgumentParser):
+    p.add_argument("--model", "-m", default=None, metavar="PATH",
+                   help="a GGUF model (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--threads", "-t", type=int, default=None, metavar="N",
+                   help="threads for the kernels (default: all cores)")
+    p.add_argument("--ctx", "-c", type=int, default=None, metavar="N",
+                   help="context size in tokens (default: the model's, at most 4096)")
+    p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
+                   help="matrix kernels: avx2 (integer dot products) or float; "
+                        "default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
+
+def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
+    p.add_argument("--max-tokens", "-n", type=int, default=max_tokens, metavar="N",
+                   help=f"generate at most N tokens (default {max_tokens})")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0: greedy, the most likely token (default); higher: more varied")
+    p.add_argument("--top-k", type=int, default=40,
+                   help="sample among the K most likely tokens (0: off; default 40)")
+    p.add_argument("--top-p", type=float, default=0.95,
+                   help="... among the smallest set with this much probability (1: off; default 0.95)")
+    p.add_argument("--min-p", type=float, default=0.05,
+                   help="... among tokens at least this times as likely as the best (0: off; default 0.05)")
+    p.add_argument("--repeat-penalty", type=float, default=1.0,
+                   help="penalise the last 64 tokens (1: off, the default)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random draws (default 0)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="stop before this text (repeatable)")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="print prefill and decode speed (tokens/s) to stderr")
+
+def _sampling(args) -> dict:
+    return dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed, stop=args.stop)
+
+# %% ../nbs/12_cli.ipynb #ac1c95a8
+def _load(args):
+    name = args.model or "the default model"
+    with _Notice(f"loading {name}"):
+        return load(args.model, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels)
+
+def _write_stream(stream):
+    "Print a generation's pieces as they come; return the `Completion`."
+    with _Notice("reading the prompt (a first run also compiles the numba kernels: a minute or two)"):
+        first = next(stream, "")
+    sys.stdout.write(first); sys.stdout.flush()
+    for piece in stream:
+        sys.stdout.write(piece); sys.stdout.flush()
+    return stream.result
+
+# %% ../nbs/12_cli.ipynb #04d8ec96
+def generate_args(p: argparse.ArgumentParser):
+    "`llmbook generate PROMPT`, with the model's and the sampler's options."
+    p.add_argument("prompt", help="the text to continue ('-': read it from stdin)")
+    _model_args(p)
+    _sampling_args(p, max_tokens=64)
+    p.add_argument("--ignore-eos", action="store_true",
+                   help="do not stop at end-of-generation tokens (never draw them)")
+
+def run_generate(args) -> int:
+    "Print the completion of the prompt as it is made, then a newline."
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    m = _load(args)
+    c = _write_stream(m.generate(prompt, stream=True, ignore_eos=args.ignore_eos, **_sampling(args)))
+    print(flush=True)
+    if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
+    return 0
+
+COMMANDS["generate"] = (generate_args, run_generate, "continue a prompt, streaming the text to stdout")
+
+# %% ../nbs/12_cli.ipynb #b07fe60f
+def chat_args(p: argparse.ArgumentParser):
+    "`llmbook chat`, with the model's and the sampler's options and `--system`."
+    _model_args(p)
+    _sampling_args(p, max_tokens=256)
+    p.add_argument("--system", default=None, metavar="TEXT",
+                   help="a system message to start each conversation with")
+
+def run_chat(args) -> int:
+    "Answer each line of stdin in one conversation, until an empty line or the end of input."
+    m = _load(args)
+    session, interactive = m.session(), sys.stdin.isatty()
+    if interactive: print("llmbook chat: an empty line or Ctrl-D quits, /reset starts over", file=sys.stderr)
+    while True:
+        if interactive: print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line.strip(): return 0                        # end of input, or an empty line
+        text = line.rstrip("\r\n")
+        if text.strip() == "/reset":
+            session.reset(); print("llmbook: (new conversation)", file=sys.stderr); continue
+        message = [{"role": "user", "content": text}]
+        if args.system and not session.messages: message.insert(0, {"role": "system", "content": args.system})
+        try: c = _write_stream(session.chat(message, stream=True, **_sampling(args)))
+        except ContextFullError as e:
+            print(f"llmbook chat: {e} (/reset starts a new conversation)", file=sys.stderr); continue
+        print(flush=True)
+        if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
+
+COMMANDS["chat"] = (chat_args, run_chat, "chat with a model, one message per line of stdin")
+
+# %% ../nbs/12_cli.ipynb #668d68b1
+def tokenize_args(p: argparse.ArgumentParser):
+    "`llmbook tokenize TEXT [--pieces] [--no-bos] [--no-parse-special]`"
+    p.add_argument("text", help="the text to tokenize ('-': read it from stdin)")
+    p.add_argument("--model", "-m", default=None, metavar="PATH",
+                   help="a GGUF model (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--pieces", action="store_true", help="one token per line: its id and its text (as JSON)")
+    p.add_argument("--no-bos", action="store_true",
+                   help="do not add the BOS token, even if the model asks for one")
+    p.add_argument("--no-parse-special", action="store_true",
+                   help="read control tokens' text (<|im_start|>) as plain text")
+
+def run_tokenize(args) -> int:
+    "Print the token ids of the text (JSON), or one id and piece per line."
+    text = sys.stdin.read() if args.text == "-" else args.text
+    with GGUFFile(args.model if args.model is not None else default_model_path()) as f:
+        tok = Tokenizer.from_gguf(f)
+    ids = tok.encode(text, add_special=not args.no_bos, parse_special=not args.no_parse_special)
+    if not args.pieces: print(json.dumps(ids)); return 0
+    for t in ids:
+        piece = tok.token_to_piece(t).decode("utf-8", "backslashreplace")
+        print(f"{t:>7} {json.dumps(piece, ensure_ascii=False)}")
+    return 0
+
+COMMANDS["tokenize"] = (tokenize_args, run_tokenize, "show the token ids (or pieces) of a text")
+
+# %% ../nbs/12_cli.ipynb #e72e936a
+def quantize_args(p: argparse.ArgumentParser):
+    "`llmbook quantize IN OUT [--type TYPE] [--quiet]`"
+    p.add_argument("input", help="the GGUF model to quantize (any type llmbook reads)")
+    p.add_argument("output", help="the GGUF file to write")
+    p.add_argument("--type", "-q", default="Q8_0", metavar="TYPE",
+                   help=f"the file type: {', '.join(FILE_TYPES)} (Q4_K = Q4_K_M, Q5_K = Q5_K_M; default Q8_0)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+def run_quantize(args) -> int:
+    "Write the quantized file and print its one-line summary."
+    print(quantize_model(args.input, args.output, args.type, progress=not args.quiet).summary())
+    return 0
+
+COMMANDS["quantize"] = (quantize_args, run_quantize,
+                        "write a GGUF model with its weights in fewer bits (Q8_0, Q4_K_M, ...)")
+
+# %% ../nbs/12_cli.ipynb #9e38c970
+def perplexity_args(p: argparse.ArgumentParser):
+    "`llmbook perplexity [--model PATH] [--text FILE] [--ctx N] [--reference PATH] [--json]`"
+    p.add_argument("--model", "-m", default=None, metavar="PATH",
+                   help="a GGUF model (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--text", default=None, metavar="FILE",
+                   help="a UTF-8 text file ('-': stdin; default: a built-in passage of ~670 tokens)")
+    p.add_argument("--ctx", "-c", type=int, default=128, metavar="N",
+                   help="tokens per window; the second half of each is scored (default 128)")
+    p.add_argument("--reference", default=None, metavar="PATH",
+                   help="also compare with this model (the original): KL divergence, top-1 agreement")
+    p.add_argument("--threads", "-t", type=int, default=None, metavar="N",
+                   help="threads for the kernels (default: all cores)")
+    p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
+                   help="matrix kernels (default auto: the best this CPU has)")
+    p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+
+def _read_text(arg) -> str:
+    if arg is None: return SAMPLE_TEXT
+    return sys.stdin.read() if arg == "-" else Path(arg).read_text(encoding="utf-8")
+
+# %% ../nbs/12_cli.ipynb #2b7aba33
+def perplexity_numbers(args) -> dict:
+    "Perplexity of `--model` on the text; with `--reference`, KL divergence and top-1 agreement against it too."
+    text = _read_text(args.text)
+    with _Notice("loading the model"):
+        kw = dict(n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels)
+        m = load(args.model, **kw)
+        ref = load(args.reference, **kw) if args.reference else None
+    tok = m.tokenizer
+    ids = tok.encode(text)
+    bos = tok.bos if tok.add_bos and tok.bos >= 0 else None
+    if ref is None: scores, _ = measure(m, {}, ids, args.ctx, bos, progress=True)
+    else:
+        if ref.config.n_vocab != m.config.n_vocab:
+            raise ValueError(f"the reference has {ref.config.n_vocab} tokens, the model {m.config.n_vocab}: "
+                             "not the same vocabulary")
+        ref_scores, out = measure(ref, {"model": m}, ids, args.ctx, bos, progress=True)
+        scores = out["model"]
+    res = {"model": str(m.gguf.path), "text_tokens": len(ids), "ctx": args.ctx, "scored_tokens": scores.n_tokens,
+           "perplexity": scores.perplexity}
+    if ref is not None:
+        res.update(reference=str(ref.gguf.path), reference_perplexity=ref_scores.perplexity,
+                   mean_kl=scores.mean_kl, kl_p99=scores.kl_quantile(0.99), top1_agreement=scores.top1)
+    return res
+
+def run_perplexity(args) -> int:
+    "Print `perplexity_numbers`, as text or as JSON."
+    r = perplexity_numbers(args)
+    if args.json: print(json.dumps(r)); return 0
+    print(f"model:       {r['model']}\ntext:        {r['text_tokens']} tokens, windows of {r['ctx']}, "
+          f"{r['scored_tokens']} scored\nperplexity:  {r['perplexity']:.4f}")
+    if "reference" in r:
+        print(f"reference:   {r['reference']} (perplexity {r['reference_perplexity']:.4f})\n"
+              f"KL divergence: mean {r['mean_kl']:.6f}, 99th percentile {r['kl_p99']:.6f}\n"
+              f"top-1 agreement: {r['top1_agreement']:.2%}")
+    return 0
+
+COMMANDS["perplexity"] = (perplexity_args, run_perplexity,
+                          "perplexity on a text, and KL divergence against a reference model")
+
+# %% ../nbs/12_cli.ipynb #a1133b89
+def bench_args(p: argparse.ArgumentParser):
+    "`llmbook bench`, with the model's options, the token counts, `--cold` and `--json`."
+    _model_args(p)
+    p.add_argument("--prompt-tokens", type=int, default=64, metavar="N",
+                   help="tokens in the prompt (default 64)")
+    p.add_argument("--gen-tokens", type=int, default=64, metavar="N", help="tokens to generate (default 64)")
+    p.add_argument("--repeat", type=int, default=3, metavar="N", help="runs; the best counts (default 3)")
+    p.add_argument("--cold", action="store_true",
+                   help="also time a fresh process compiling the kernels on an empty numba cache")
+    p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+
+COLD_RUN = """
+import sys, time
+t0 = time.perf_counter()
+from llmbook.generate import load
+m = load(sys.argv[1] or None, n_threads=int(sys.argv[2]) if sys.argv[2] else None, n_ctx=8)
+cache = m.new_cache(8)
+m.forward([1, 2], cache); m.forward([3], cache)
+print(time.perf_counter() - t0)
+"""
+
+def cold_start_seconds(model: str | None, n_threads: int | None) -> float:
+    """Seconds a fresh process takes to import llmbook, load `model` and run a first batch and a first token,
+    on an empty numba cache."""
+    import subprocess, tempfile
+    with tempfile.TemporaryDirectory(prefix="llmbook-numba-") as empty:
+        done = subprocess.run([sys.executable, "-c", COLD_RUN, str(model or ""), str(n_threads or "")],
+                              env=dict(os.environ, NUMBA_CACHE_DIR=empty), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the cold-cache run failed: {done.stderr.strip().splitlines()[-1:]}")
+    return float(done.stdout.split()[-1])
+
+# %% ../nbs/12_cli.ipynb #7754777a
+def bench_numbers(args) -> dict:
+    "Load `--model` and measure it: `benchmark`'s numbers, the load time and the state of numba's cache."
+    for name in ("prompt_tokens", "gen_tokens", "repeat"):
+        if getattr(args, name) < 1: raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+    n_ctx = args.ctx or args.prompt_tokens + args.gen_tokens + 2
+    t0 = time.perf_counter()
+    with _Notice(f"loading {args.model or 'the default model'}"):
+        m = load(args.model, n_threads=args.threads, n_ctx=n_ctx, kernels=args.kernels)
+    load_s = time.perf_counter() - t0
+    with _Notice("measuring (a first run also compiles the numba kernels: a minute or two)"):
+        r = benchmark(m, args.prompt_tokens, args.gen_tokens, args.repeat)
+    cache = numba_cache_stats()
+    r.update(model=str(m.gguf.path), arch=m.config.arch, load_s=load_s,
+             numba_cache="cold" if cache["compiled"] else "warm",
+             kernels_compiled=cache["compiled"], kernels_loaded=cache["loaded"])
+    if args.cold:
+        with _Notice("timing a fresh process on an empty numba cache (it compiles every kernel: a minute or so)"):
+            r["cold_start_s"] = cold_start_seconds(args.model, args.threads)
+    return r
+
+def run_bench(args) -> int:
+    "Print `bench_numbers`, as text or as JSON."
+    r = bench_numbers(args)
+    if args.json: print(json.dumps(r)); return 0
+    print(f"model     {Path(r['model']).name} ({r['arch']}), loaded in {r['load_s']:.2f} s")
+    print(f"threads   {r['threads']} ({r['threading_layer']} threading layer)")
+    print(f"kernels   {r['kernels']} ({KERNEL_SET_NAMES[r['kernels']]})")
+    print(f"first run {r['first_pass_s']:.2f} s (numba cache {r['numba_cache']}: "
+          f"{r['kernels_compiled']} kernels compiled, {r['kernels_loaded']} loaded from disk)")
+    if args.cold:
+        print(f"cold      {r['cold_start_s']:.1f} s for a fresh process on an empty numba cache (import, load, compile)")
+    print(f"prefill   {r['prefill']:8.1f} tokens/s  ({r['n_prompt']} tokens)")
+    print(f"decode    {r['decode']:8.1f} tokens/s  ({r['n_gen']} tokens, {r['ms_per_token']:.1f} ms per token)")
+    return 0
+
+COMMANDS["bench"] = (bench_args, run_bench, "prefill and decode speed (tokens/s) of a model on this machine")
 
 # %% ../nbs/12_cli.ipynb #5c3ef06d
 if __name__ == "__main__" and "__file__" in globals():

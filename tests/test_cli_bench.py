@@ -1,7 +1,7 @@
 """`llmbook bench` as a user runs it: the report, --json, and --cold (a fresh process compiling on an empty numba cache)."""
 import json
 from conftest import llmbook
-from llmbook.model import write_random_model
+from llmbook.testmodels import write_random_model
 
 def test_bench_cold_compiles_in_a_fresh_process(tmp_path):
     model = write_random_model(tmp_path / "tiny.gguf")

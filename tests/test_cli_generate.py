@@ -2,7 +2,8 @@
 import json
 import pytest
 from conftest import llmbook, load_fixture
-from llmbook.generate import load, write_random_chat_model
+from llmbook.generate import load
+from llmbook.testmodels import write_random_chat_model
 
 def one_error_line(r, *words):
     assert r.returncode != 0 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr

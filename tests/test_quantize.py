@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from conftest import load_fixture
 from llmbook.gguf import GGUFFile
-from llmbook.model import Model
+from llmbook.generate import load
 from llmbook.quantize import quantize_model, quantize_plan, file_type, FILE_TYPES
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "make_quantize_fixtures.py"
@@ -60,7 +60,7 @@ def agrees_with_llama_cpp(path, prompt, rec, free) -> int:
     top-2 margin is clear; free-running (`free`), equal up to llama.cpp's first near-tie. Returns the number of
     free-running tokens equal to llama.cpp's."""
     want, margins = rec["llama_cpp_on_ours"], rec["llama_cpp_margins"]
-    m = Model.load(path, n_ctx=len(prompt) + len(want))
+    m = load(path, n_ctx=len(prompt) + len(want))
     seq = list(prompt) + want[:-1]
     ours = m.forward(seq, m.new_cache(len(seq)), n_out=len(want)).argmax(-1)
     for i, (w, mg) in enumerate(zip(want, margins)):
@@ -160,14 +160,13 @@ def test_measure_agrees_with_llama_cpp(smol_files, fx, smollm2_path):
     file, KL divergence and top-1 agreement of Q4_0 against the original. llama.cpp's 8-bit activations and f16
     KV cache move its numbers a little (measured: perplexity 24.27 vs our 23.86, KL 0.221 vs 0.218)."""
     from llmbook.quantize import SAMPLE_TEXT, evaluation_windows, measure
-    from llmbook.tokenizer import Tokenizer
     _, files = smol_files
     rec = fx["smollm2"]["measure"]
-    ref = Model.load(smollm2_path, n_ctx=rec["ctx"])
-    tok = Tokenizer.from_gguf(ref.gguf)
+    ref = load(smollm2_path, n_ctx=rec["ctx"])
+    tok = ref.tokenizer
     ids = tok.encode(SAMPLE_TEXT)
     assert evaluation_windows(ids, rec["ctx"], tok.bos if tok.add_bos else None) == rec["windows"]
-    orig, out = measure(ref, {"Q4_0": Model.load(files["Q4_0"], n_ctx=rec["ctx"])}, ids, rec["ctx"])
+    orig, out = measure(ref, {"Q4_0": load(files["Q4_0"], n_ctx=rec["ctx"])}, ids, rec["ctx"])
     q = out["Q4_0"]
     assert orig.n_tokens == q.n_tokens == rec["original"]["n_scored"]
     assert orig.perplexity == pytest.approx(rec["original"]["perplexity"], rel=0.03)
