@@ -72,7 +72,7 @@ def write_f16(path: Path, seed: int) -> Path:
     w.add("llama.attention.layer_norm_rms_epsilon", NORM_EPS, f32)
     add_tokenizer(w)
 
-    # Scales as in llmbook.model.write_random_model: unit-variance embeddings, projections of std
+    # Scales as in llmbook.testmodels.write_random_model: unit-variance embeddings, projections of std
     # fan_in**-0.5 so each layer keeps the activations' size, norm weights near 1.
     def mat(name, rows, cols, scale):
         def make():

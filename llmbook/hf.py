@@ -13,6 +13,7 @@ from .gguf import GGUFFile, GGUFWriter, GGUFValueType
 from .quants import quantize, dequantize
 from .quantize import FileType, FILE_TYPES, file_type, quantize_plan, LazyQTensor, QuantizeResult, QUANTIZATION_VERSION
 from .tokenizer import Tokenizer, TokenType, PRE_TOKENIZERS, sentencepiece_model
+from .generate import MODEL_SOURCES
 
 # %% auto #0
 __all__ = ['SAFETENSORS_DTYPES', 'LLAMA_BLOCK_NAMES', 'GEMMA3_BLOCK_NAMES', 'TOP_NAMES', 'SKIPPED', 'HF_ARCHS', 'CHKTXT',
@@ -22,7 +23,8 @@ __all__ = ['SAFETENSORS_DTYPES', 'LLAMA_BLOCK_NAMES', 'GEMMA3_BLOCK_NAMES', 'TOP
            'llama3_rope_factors', 'pre_tokenizer_family', 'looks_special', 'bpe_vocab', 'pre_tokenizer_name',
            'special_tokens', 'spm_vocab', 'hf_tokenizer', 'hf_config', 'read_hf', 'convert_type', 'write_gguf',
            'convert', 'hf_name', 'hf_config_of', 'export_hf', 'HubError', 'parse_hub_name', 'pick_gguf',
-           'hub_cache_dir', 'cached_repo_files', 'resolve_hub', 'llmbook_cache_dir', 'converted_path', 'load_source']
+           'hub_cache_dir', 'cached_repo_files', 'resolve_hub', 'llmbook_cache_dir', 'converted_path', 'load_source',
+           'checkpoint_or_hub']
 
 # %% ../nbs/14_hf.ipynb #8893048f
 class HFError(ValueError):
@@ -771,3 +773,12 @@ def load_source(source, type="F16", progress: bool = False) -> Path:
         raise FileNotFoundError(f"{source}: no such file or directory (give a GGUF file, a Hugging Face checkpoint "
                                 "directory, or a hub name org/repo[:QUANT])")
     return resolve_hub(str(source))
+
+# %% ../nbs/14_hf.ipynb #84be5775
+def checkpoint_or_hub(source):
+    "Chapter 09's model source for a checkpoint directory or an `org/repo[:QUANT]` name (None for anything else)."
+    s = str(source)
+    if Path(s).expanduser().is_dir() or (not s.endswith(".gguf") and HUB_NAME.match(s)): return load_source(source)
+    return None
+
+if checkpoint_or_hub not in MODEL_SOURCES: MODEL_SOURCES.append(checkpoint_or_hub)

@@ -13,8 +13,7 @@ from llmbook.hf import (HFError, HubError, read_safetensors, write_safetensors, 
                         permute_qk, unpermute_qk, pick_gguf, resolve_hub, load_source, converted_path, CHKTXT)
 from conftest import load_fixture
 
-try: from llmbook.testmodels import write_random_chat_model
-except ImportError: from llmbook.generate import write_random_chat_model
+from llmbook.testmodels import write_random_chat_model
 
 STRINGS = ["Hello world", " leading space", "numbers 1234567 and 3.14", "emoji 🦙🚀 and 你好",
            "<|im_start|>user\nhi<|im_end|>", "tabs\tand\nnewlines\n\n  x", "I'll've they're 'RE", "café naïve", CHKTXT]
@@ -340,3 +339,16 @@ def test_qwen_checkpoints(tmp_path, tiny_ckpt, arch):
     with GGUFFile(out) as g:
         assert g.tensors["blk.0.attn_q.weight"].type == "F16" and g.tensors["blk.0.attn_k_norm.weight" if a == "qwen3"
                                                                                else "blk.0.attn_k.bias"].type == "F32"
+
+def test_llmbook_load_takes_directories_and_hub_names(tmp_path, monkeypatch, tiny_ckpt, hub_home):
+    "The one loader: a GGUF file, a checkpoint directory and a hub name all open through `llmbook.load`."
+    import llmbook
+    monkeypatch.setenv("LLMBOOK_CACHE", str(tmp_path / "cache"))
+    ids = [5, 6, 7, 8]
+    ref = llmbook.load(tmp_path / "tiny.gguf", kernels="float").logits(ids)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                                  # a random vocabulary: unknown pre-tokenizer hash
+        from_dir = llmbook.load(tiny_ckpt, kernels="float").logits(ids)
+    assert np.abs(from_dir - ref).max() < 2e-2 * np.abs(ref).max()        # F16 on the way through the checkpoint
+    assert llmbook.load("someone/Tiny-GGUF:Q8_0").logits(ids).shape == ref.shape
+    with pytest.raises(FileNotFoundError, match="no model file"): llmbook.load(tmp_path / "missing.gguf")

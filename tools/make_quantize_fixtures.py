@@ -40,7 +40,7 @@ def sha256(p) -> str:
 
 def tiny_model(path: Path) -> Path:
     "The tiny llama of TINY with a vocabulary llama.cpp accepts: <unk> <s> </s>, the 256 byte tokens, then words."
-    from llmbook.model import write_random_model
+    from llmbook.testmodels import write_random_model
     from llmbook.gguf import GGUFFile, GGUFWriter, GGUFValueType
     raw = write_random_model(path.with_name(path.stem + "-novocab.gguf"), **TINY)
     n = TINY["n_vocab"]
@@ -66,8 +66,8 @@ def tiny_model(path: Path) -> Path:
 
 def llmbook_greedy(path, prompt, n) -> list:
     "Greedy continuation by llmbook: one prefill, then one token at a time through the KV cache."
-    from llmbook.model import Model
-    m = Model.load(path, n_ctx=len(prompt) + n)
+    from llmbook.generate import load
+    m = load(path, n_ctx=len(prompt) + n)
     cache = m.new_cache()
     logits = m.forward(prompt, cache, n_out=1)
     out = []
