@@ -223,7 +223,7 @@ def ensure_rope(self: KernelEngine, n_pos: int):
     if n_pos <= self.n_rope: return
     n = max(n_pos, 2 * self.n_rope, 256)
     for i, f in enumerate(self.freqs):
-        cos, sin = rope_cos_sin(np.arange(n), f)
+        cos, sin = (t * np.float32(self.config.rope_mscale) for t in rope_cos_sin(np.arange(n), f))   # mscale: Phi-3's LongRoPE
         self.rope_cos[i], self.rope_sin[i] = np.ascontiguousarray(cos), np.ascontiguousarray(sin)
     self.n_rope = n
 
