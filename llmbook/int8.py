@@ -9,7 +9,8 @@ __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', '
            'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
            'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k',
            'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k',
-           'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'BlockMatrix']
+           'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs',
+           'BlockMatrix']
 
 # %% ../nbs/03a_int8.ipynb #66f44c31
 import os, platform
@@ -21,7 +22,7 @@ from numba.extending import intrinsic, register_model, models
 from llvmlite import ir
 from fastcore.basics import patch
 from .tensors import GGMLType, QTensor, type_info
-from .quants import dequantize
+from .quants import dequantize, IQ4_LEVELS
 from .kernels import choose_threading_layer
 
 # %% ../nbs/03a_int8.ipynb #883ceecc
@@ -405,10 +406,40 @@ def _q3_k(context, builder, tys, args):
             total = builder.add(total, _madd(builder, p, _two_scales(builder, sc16, 8 * n + 2 * j)))
     return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 108), dx), total)
 
+# %% ../nbs/03a_int8.ipynb #8c2f469e
+def _iq4_levels(builder, pw, offset):
+    "16 bytes of IQ4 nibbles -> the 32 int8 levels in weight order: each index looks up the table (vpshufb)."
+    table = ir.Constant(V32I8, [int(v) for v in IQ4_LEVELS] * 2)            # the table in both 128-bit halves
+    return _x86(builder, "llvm.x86.avx2.pshuf.b", V32I8, table, _nibbles(builder, pw, offset))
+
+def _signed_pairs(builder, a, b):
+    "a * b for signed bytes as 16 sums of pairs: `_dot_s8s8` before its last step, so a sub-block scale can ride in it."
+    sign = lambda x, y: _x86(builder, "llvm.x86.avx2.psign.b", V32I8, x, y)
+    return _maddubs(builder, sign(a, a), sign(b, a))
+
+@block_dot_codegen("IQ4_NL")
+def _iq4_nl(context, builder, tys, args):
+    acc, pw, px, pb, dx = _block_args(context, builder, tys, args)
+    sums = _dot_s8s8(builder, _iq4_levels(builder, pw, 2), _at(builder, px, 0, V32I8))
+    return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 0), dx), sums)
+
+@block_dot_codegen("IQ4_XS")
+def _iq4_xs(context, builder, tys, args):
+    acc, pw, px, pb, dx = _block_args(context, builder, tys, args)
+    c = lambda v: ir.Constant(I32, v)
+    high = builder.zext(_at(builder, pw, 2, I16), I32)                   # scales_h: 2 bits per sub-block
+    total = ir.Constant(V8I32, [0] * 8)
+    for j in range(8):
+        low = builder.and_(builder.lshr(builder.zext(_at(builder, pw, 4 + j // 2, I8), I32), c(4 * (j % 2))), c(15))
+        scale = builder.sub(builder.or_(low, builder.shl(builder.and_(builder.lshr(high, c(2 * j)), c(3)), c(4))), c(32))
+        p = _signed_pairs(builder, _iq4_levels(builder, pw, 8 + 16 * j), _at(builder, px, 32 * j, V32I8))
+        total = builder.add(total, _madd(builder, p, _splat(builder, builder.trunc(scale, I16), V16I16)))
+    return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 0), dx), total)
+
 # %% ../nbs/03a_int8.ipynb #c9a3dd4b
-BLOCK_BYTES = tuple(type_info(GGMLType(i)).type_size if i in BLOCK_DOTS else 0 for i in range(15))   # by type id (chapter 00's table)
-X_BLOCK = tuple(256 if i >= 10 else 32 for i in range(15))                     # activations' block: Q8_K or Q8_0
-HAS_OFFSET = tuple(i in (3, 7) for i in range(15))                              # Q4_1, Q5_1: an f16 m at byte 2
+BLOCK_BYTES = tuple(type_info(GGMLType(i)).type_size if i in BLOCK_DOTS else 0 for i in range(24))   # by type id (chapter 00's table)
+X_BLOCK = tuple(type_info(GGMLType(i)).block_size if i in BLOCK_DOTS else 32 for i in range(24))  # activations' block: Q8_0 (32) or Q8_K (256)
+HAS_OFFSET = tuple(i in (3, 7) for i in range(24))                              # Q4_1, Q5_1: an f16 m at byte 2
 PREFETCH_ROWS = 4   # how far ahead the matrix x vector kernel asks for rows
 GEMM_ROWS = 16      # weight rows a batch task keeps in cache (16 x 1-2 KB) while every token passes over them
 
@@ -527,6 +558,19 @@ MATVEC = {GGMLType.Q4_0: matvec_q4_0, GGMLType.Q4_1: matvec_q4_1, GGMLType.Q5_0:
 GEMM = {GGMLType.Q4_0: gemm_q4_0, GGMLType.Q4_1: gemm_q4_1, GGMLType.Q5_0: gemm_q5_0, GGMLType.Q5_1: gemm_q5_1,
         GGMLType.Q8_0: gemm_q8_0, GGMLType.Q2_K: gemm_q2_k, GGMLType.Q3_K: gemm_q3_k, GGMLType.Q4_K: gemm_q4_k,
         GGMLType.Q5_K: gemm_q5_k, GGMLType.Q6_K: gemm_q6_k}
+
+# %% ../nbs/03a_int8.ipynb #7b103cf8
+@njit(cache=True)
+def matvec_iq4_nl(w, rows_at, x, out): _matvec(20, w, rows_at, x, out)
+@njit(cache=True)
+def matvec_iq4_xs(w, rows_at, x, out): _matvec(23, w, rows_at, x, out)
+@njit(cache=True)
+def gemm_iq4_nl(w, rows_at, X, out, col0): _gemm(20, w, rows_at, X, out, col0)
+@njit(cache=True)
+def gemm_iq4_xs(w, rows_at, X, out, col0): _gemm(23, w, rows_at, X, out, col0)
+
+MATVEC.update({GGMLType.IQ4_NL: matvec_iq4_nl, GGMLType.IQ4_XS: matvec_iq4_xs})
+GEMM.update({GGMLType.IQ4_NL: gemm_iq4_nl, GGMLType.IQ4_XS: gemm_iq4_xs})
 
 # %% ../nbs/03a_int8.ipynb #154134e1
 def _root(a: np.ndarray) -> np.ndarray:

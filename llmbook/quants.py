@@ -4,11 +4,12 @@
 
 # %% auto #0
 __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1', 'BLOCK_Q8_0', 'BLOCK_Q2_K', 'BLOCK_Q3_K',
-           'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'QUANTIZERS', 'GROUP_MAX_EPS',
-           'QUANTIZE_CHUNK_VALUES', 'dequantizer', 'unpack_bits', 'pack_bits', 'dequantize_f32', 'dequantize_f16',
-           'dequantize_bf16', 'dequantize_q4_0', 'dequantize_q4_1', 'dequantize_q5_0', 'dequantize_q5_1',
-           'dequantize_q8_0', 'dequantize_q2_k', 'dequantize_q6_k', 'dequantize_q8_k', 'unpack_scales_k4',
-           'pack_scales_k4', 'dequantize_q4_k', 'dequantize_q5_k', 'unpack_scales_q3_k', 'dequantize_q3_k',
+           'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'IQ4_LEVELS', 'BLOCK_IQ4_NL', 'BLOCK_IQ4_XS',
+           'QUANTIZERS', 'GROUP_MAX_EPS', 'QUANTIZE_CHUNK_VALUES', 'dequantizer', 'unpack_bits', 'pack_bits',
+           'dequantize_f32', 'dequantize_f16', 'dequantize_bf16', 'dequantize_q4_0', 'dequantize_q4_1',
+           'dequantize_q5_0', 'dequantize_q5_1', 'dequantize_q8_0', 'dequantize_q2_k', 'dequantize_q6_k',
+           'dequantize_q8_k', 'unpack_scales_k4', 'pack_scales_k4', 'dequantize_q4_k', 'dequantize_q5_k',
+           'unpack_scales_q3_k', 'dequantize_q3_k', 'dequantize_iq4_nl', 'iq4_xs_scales', 'dequantize_iq4_xs',
            'supported_types', 'dequantize', 'dequantize_rows', 'quantizer', 'round_half_away', 'safe_inverse',
            'signed_absmax', 'quantize_f32', 'quantize_f16', 'quantize_bf16', 'quantize_q8_0', 'quantize_q4_0',
            'quantize_q4_1', 'quantize_q5_0', 'quantize_q5_1', 'quantize_q8_k', 'fit_scale_min', 'quantize_scales_6bit',
@@ -191,6 +192,29 @@ def dequantize_q3_k(raw):
     no_offset = unpack_bits(b["hmask"], 1, 32).astype(np.int8)
     q = low - np.int8(4) * (np.int8(1) - no_offset)
     return (scale * q.reshape(n, 16, 16)).reshape(n, QK_K)
+
+# %% ../nbs/02_quants.ipynb #52e62594
+IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
+BLOCK_IQ4_NL = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])
+BLOCK_IQ4_XS = np.dtype([("d", "<f2"), ("scales_h", "<u2"), ("scales_l", "u1", QK_K // 64), ("qs", "u1", QK_K // 2)])
+
+@dequantizer(GGMLType.IQ4_NL)
+def dequantize_iq4_nl(raw):
+    b = raw.view(BLOCK_IQ4_NL)
+    return _scale(b["d"]) * IQ4_LEVELS[unpack_bits(b["qs"], 4, QK // 2)]
+
+def iq4_xs_scales(b) -> np.ndarray:
+    "The 8 sub-block scales of each IQ4_XS super-block, as float32 (6 bits, minus 32)."
+    low = unpack_bits(b["scales_l"], 4, 1).reshape(len(b), 8).astype(np.int32)   # sub-block j: nibble j%2 of byte j//2
+    high = (b["scales_h"].astype(np.int32)[:, None] >> (2 * np.arange(8))) & 3
+    return ((low | (high << 4)) - 32).astype(np.float32)
+
+@dequantizer(GGMLType.IQ4_XS)
+def dequantize_iq4_xs(raw):
+    b = raw.view(BLOCK_IQ4_XS)
+    n = len(b)
+    q = IQ4_LEVELS[unpack_bits(b["qs"], 4, 16)].reshape(n, 8, 32)
+    return ((_scale(b["d"]) * iq4_xs_scales(b)).reshape(n, 8, 1) * q).reshape(n, QK_K)
 
 # %% ../nbs/02_quants.ipynb #eaebf11f
 def supported_types() -> list[str]:

@@ -35,9 +35,10 @@ def model_file(tmp_path_factory):
 def cosines(a, b):
     return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
 
+CASES = [(case, wtype) for case in RUNS for wtype in ("F16", "Q4_K_M")] + [("llama", "IQ4_NL"), ("llama", "IQ4_XS"), ("qwen2", "IQ4_NL")]
+
 @pytest.mark.parametrize("kernels", KERNELS)
-@pytest.mark.parametrize("wtype", ["F16", "Q4_K_M"])
-@pytest.mark.parametrize("case", RUNS)
+@pytest.mark.parametrize("case, wtype", CASES)
 def test_family_logits_match_llamacpp(model_file, case, wtype, kernels):
     fx = fixture(case, wtype)
     m = llmbook.load(model_file(fx), n_ctx=fx["llama_cpp"]["n_ctx"], kernels=kernels)
@@ -58,3 +59,12 @@ def test_family_logits_match_llamacpp(model_file, case, wtype, kernels):
 def test_families_not_run_yet_say_so(model_file, case):
     with pytest.raises(llmbook.model.UnsupportedModelError, match=case):
         llmbook.load(model_file(fixture(case, "F16")))
+
+@pytest.mark.parametrize("name", ["iq4_nl", "iq4_xs"])
+def test_iq4_dequantize_is_ggmls(name):
+    "IQ4_NL / IQ4_XS blocks (random bytes, NaN and inf scales included) dequantize bit for bit as ggml's own code does."
+    fx = json.loads((FIXTURES / "family_iq4_ggml.json").read_text())[name]
+    raw = np.frombuffer(base64.b64decode(fx["dequantize"]["blocks"]), np.uint8)
+    want = np.frombuffer(base64.b64decode(fx["dequantize"]["values_f32"]), np.float32)
+    got = llmbook.dequantize(llmbook.QTensor(raw, llmbook.GGMLType[name.upper()], (fx["n_blocks"] * fx["block_values"],)))
+    assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
