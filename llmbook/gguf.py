@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 from .tensors import GGMLType, GGML_TYPES, QTensor
 
 # %% auto #0
@@ -223,117 +224,133 @@ class GGUFFile:
         self._place_tensors(cur, self._read_tensor_infos(cur))
         self._bytes = np.frombuffer(self._mm, dtype=np.uint8)
 
-    def _read_header(self, cur):
-        cur.need(4, "magic")
-        magic = cur.buf[0:4]; cur.pos = 4
-        if magic != b"GGUF": cur.fail("magic", f"{magic!r} is not b'GGUF': this is not a GGUF file", 0)
-        self.version = cur.u32("version")
-        if self.version not in (2, 3):
-            if int.from_bytes(self.version.to_bytes(4, "little"), "big") in (2, 3):   # 3 written big-endian
-                cur.fail("version", "this is a big-endian GGUF file; only little-endian files are supported", 4)
-            hint = " (version 1 used 32-bit counts; convert the model again with a current llama.cpp)" if self.version == 1 else ""
-            cur.fail("version", f"GGUF version {self.version} is not supported, only 2 and 3{hint}", 4)
-        # smallest possible tensor info: name length 8, n_dims 4, one dim 8, type 4, offset 8
-        self._n_tensors = cur.count("tensor count", 32)
-        # smallest possible metadata entry: key length 8, type 4, a one-byte value
-        self._n_kv = cur.count("metadata count", 13)
+# %% ../nbs/01_gguf.ipynb #9311f3c3
+@patch
+def _read_header(self: GGUFFile, cur):
+    cur.need(4, "magic")
+    magic = cur.buf[0:4]; cur.pos = 4
+    if magic != b"GGUF": cur.fail("magic", f"{magic!r} is not b'GGUF': this is not a GGUF file", 0)
+    self.version = cur.u32("version")
+    if self.version not in (2, 3):
+        if int.from_bytes(self.version.to_bytes(4, "little"), "big") in (2, 3):   # 3 written big-endian
+            cur.fail("version", "this is a big-endian GGUF file; only little-endian files are supported", 4)
+        hint = " (version 1 used 32-bit counts; convert the model again with a current llama.cpp)" if self.version == 1 else ""
+        cur.fail("version", f"GGUF version {self.version} is not supported, only 2 and 3{hint}", 4)
+    # smallest possible tensor info: name length 8, n_dims 4, one dim 8, type 4, offset 8
+    self._n_tensors = cur.count("tensor count", 32)
+    # smallest possible metadata entry: key length 8, type 4, a one-byte value
+    self._n_kv = cur.count("metadata count", 13)
 
-    def _read_metadata(self, cur):
-        self.metadata, self.metadata_types = {}, {}
-        for i in range(self._n_kv):
-            at = cur.pos
-            key = cur.name(f"key of metadata entry {i}")
-            if key in self.metadata: cur.fail(f"key of metadata entry {i}", f"duplicate key {key!r}", at)
-            vtype = cur.u32(f"value type of {key!r}")
-            self.metadata[key], self.metadata_types[key] = _read_value(cur, vtype, repr(key))
-        self.alignment = self._alignment(cur)
+@patch
+def _read_metadata(self: GGUFFile, cur):
+    self.metadata, self.metadata_types = {}, {}
+    for i in range(self._n_kv):
+        at = cur.pos
+        key = cur.name(f"key of metadata entry {i}")
+        if key in self.metadata: cur.fail(f"key of metadata entry {i}", f"duplicate key {key!r}", at)
+        vtype = cur.u32(f"value type of {key!r}")
+        self.metadata[key], self.metadata_types[key] = _read_value(cur, vtype, repr(key))
+    self.alignment = self._alignment(cur)
 
-    def _alignment(self, cur) -> int:
-        if "general.alignment" not in self.metadata: return 32
-        a, t = self.metadata["general.alignment"], self.metadata_types["general.alignment"]
-        if t != GGUFValueType.UINT32: cur.fail("general.alignment", f"must be a UINT32, is {t!r}")
-        if a == 0 or a & (a - 1): cur.fail("general.alignment", f"{a} is not a power of two")
-        return a
+@patch
+def _alignment(self: GGUFFile, cur) -> int:
+    if "general.alignment" not in self.metadata: return 32
+    a, t = self.metadata["general.alignment"], self.metadata_types["general.alignment"]
+    if t != GGUFValueType.UINT32: cur.fail("general.alignment", f"must be a UINT32, is {t!r}")
+    if a == 0 or a & (a - 1): cur.fail("general.alignment", f"{a} is not a power of two")
+    return a
 
-    def _read_tensor_infos(self, cur) -> list:
-        "Every tensor info as read: (name, type, dims, relative offset, byte position of the offset field)."
-        raw, seen = [], set()
-        for i in range(self._n_tensors):
-            at = cur.pos
-            name, ggml_type, dims, rel = _read_tensor_info(cur, i)
-            if name in seen: cur.fail(f"name of tensor {i}", f"duplicate tensor name {name!r}", at)
-            seen.add(name)
-            raw.append((name, ggml_type, dims, rel, cur.pos - 8))
-        return raw
+# %% ../nbs/01_gguf.ipynb #68015334
+@patch
+def _read_tensor_infos(self: GGUFFile, cur) -> list:
+    "Every tensor info as read: (name, type, dims, relative offset, byte position of the offset field)."
+    raw, seen = [], set()
+    for i in range(self._n_tensors):
+        at = cur.pos
+        name, ggml_type, dims, rel = _read_tensor_info(cur, i)
+        if name in seen: cur.fail(f"name of tensor {i}", f"duplicate tensor name {name!r}", at)
+        seen.add(name)
+        raw.append((name, ggml_type, dims, rel, cur.pos - 8))
+    return raw
 
-    def _place_tensors(self, cur, raw: list):
-        "Absolute offsets: aligned, inside the file, not overlapping; fills `self.tensors`."
-        self.data_offset = _align(cur.pos, self.alignment)
-        self.tensors, field_at = {}, {}
-        for name, ggml_type, dims, rel, at in raw:
-            n_bytes, what = _tensor_nbytes(ggml_type, dims), f"offset of tensor {name!r}"
-            if rel % self.alignment: cur.fail(what, f"{rel} is not a multiple of the alignment {self.alignment}", at)
-            start = self.data_offset + rel
-            if start + n_bytes > self.file_size:
-                cur.fail(what, f"its {n_bytes:,} bytes at {start:,} run past the end of the file ({self.file_size:,} bytes)", at)
-            self.tensors[name], field_at[name] = TensorInfo(name, ggml_type, dims, start, n_bytes), at
-        by_start = sorted(self.tensors.values(), key=lambda t: t.offset)
-        for a, b in zip(by_start, by_start[1:]):
-            if a.offset + a.n_bytes > b.offset:
-                cur.fail(f"offset of tensor {b.name!r}", f"its data at {b.offset:,} overlaps tensor {a.name!r} "
-                         f"({a.offset:,}..{a.offset + a.n_bytes:,})", field_at[b.name])
+@patch
+def _place_tensors(self: GGUFFile, cur, raw: list):
+    "Absolute offsets: aligned, inside the file, not overlapping; fills `self.tensors`."
+    self.data_offset = _align(cur.pos, self.alignment)
+    self.tensors, field_at = {}, {}
+    for name, ggml_type, dims, rel, at in raw:
+        n_bytes, what = _tensor_nbytes(ggml_type, dims), f"offset of tensor {name!r}"
+        if rel % self.alignment: cur.fail(what, f"{rel} is not a multiple of the alignment {self.alignment}", at)
+        start = self.data_offset + rel
+        if start + n_bytes > self.file_size:
+            cur.fail(what, f"its {n_bytes:,} bytes at {start:,} run past the end of the file ({self.file_size:,} bytes)", at)
+        self.tensors[name], field_at[name] = TensorInfo(name, ggml_type, dims, start, n_bytes), at
+    by_start = sorted(self.tensors.values(), key=lambda t: t.offset)
+    for a, b in zip(by_start, by_start[1:]):
+        if a.offset + a.n_bytes > b.offset:
+            cur.fail(f"offset of tensor {b.name!r}", f"its data at {b.offset:,} overlaps tensor {a.name!r} "
+                     f"({a.offset:,}..{a.offset + a.n_bytes:,})", field_at[b.name])
 
-    @property
-    def arch(self) -> str | None:
-        "The architecture name (`general.architecture`), e.g. 'llama' or 'gemma3'."
-        return self.metadata.get("general.architecture")
+# %% ../nbs/01_gguf.ipynb #c1fe583c
+@patch(as_prop=True)
+def arch(self: GGUFFile) -> str | None:
+    "The architecture name (`general.architecture`), e.g. 'llama' or 'gemma3'."
+    return self.metadata.get("general.architecture")
 
-    def qtensor(self, name: str) -> QTensor:
-        "Tensor `name` as a `QTensor`: a view into the memory map, nothing copied."
-        t = self.tensors.get(name)
-        if t is None:
-            close = difflib.get_close_matches(name, self.tensors, n=5, cutoff=0.5)
-            hint = f"; closest: {', '.join(close)}" if close else ""
-            raise TensorNotFound(f"no tensor {name!r} in {self.path.name} ({len(self.tensors)} tensors){hint}")
-        if self._mm is None: raise ValueError(f"{self.path}: the file is closed")
-        return QTensor(self._bytes[t.offset:t.offset + t.n_bytes], t.ggml_type, t.shape)
+@patch
+def qtensor(self: GGUFFile, name: str) -> QTensor:
+    "Tensor `name` as a `QTensor`: a view into the memory map, nothing copied."
+    t = self.tensors.get(name)
+    if t is None:
+        close = difflib.get_close_matches(name, self.tensors, n=5, cutoff=0.5)
+        hint = f"; closest: {', '.join(close)}" if close else ""
+        raise TensorNotFound(f"no tensor {name!r} in {self.path.name} ({len(self.tensors)} tensors){hint}")
+    if self._mm is None: raise ValueError(f"{self.path}: the file is closed")
+    return QTensor(self._bytes[t.offset:t.offset + t.n_bytes], t.ggml_type, t.shape)
 
-    def close(self):
-        "Drop our map of the file. Views handed out earlier stay valid: they keep the map alive."
-        mm, self._mm, self._bytes = self._mm, None, None
-        if mm is not None:
-            try: mm.close()
-            except BufferError: pass          # numpy views still use it; it closes when they are gone
+@patch
+def close(self: GGUFFile):
+    "Drop our map of the file. Views handed out earlier stay valid: they keep the map alive."
+    mm, self._mm, self._bytes = self._mm, None, None
+    if mm is not None:
+        try: mm.close()
+        except BufferError: pass          # numpy views still use it; it closes when they are gone
 
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
+@patch
+def __enter__(self: GGUFFile): return self
 
-    def summary(self, max_tensors: int | None = None) -> str:
-        "The text `llmbook inspect` prints: header numbers, metadata, tensor table, tensors per type."
-        lines = [f"file:         {self.path}",
-                 f"size:         {self.file_size:,} bytes ({self.file_size / 2**20:.1f} MiB)",
-                 f"GGUF version: {self.version}",
-                 f"architecture: {self.arch}",
-                 f"tensors:      {len(self.tensors)}, data at byte {self.data_offset:,} (alignment {self.alignment})",
-                 f"metadata:     {len(self.metadata)} keys", ""]
-        kw = max((len(k) for k in self.metadata), default=0)
-        for k, v in self.metadata.items():
-            lines.append(f"  {_printable(k):<{kw}}  {_type_str(self.metadata_types[k]):<9} {_short(v)}")
-        lines += ["", f"  {'tensor':<36} {'type':<7} {'shape':<18} {'bytes':>13}"]
-        shown = list(self.tensors.values())
-        for t in shown[:max_tensors] if max_tensors is not None else shown:
-            lines.append(f"  {_printable(t.name):<36} {t.type:<7} {str(t.shape):<18} {t.n_bytes:>13,}")
-        if max_tensors is not None and len(shown) > max_tensors: lines.append(f"  ... {len(shown) - max_tensors} more")
-        per_type = Counter(t.type for t in shown)
-        total = sum(t.n_bytes for t in shown)
-        lines += ["", "tensors per type: " + ", ".join(f"{n} {ty}" for ty, n in per_type.most_common()),
-                  f"tensor bytes:     {total:,} ({total / 2**20:.1f} MiB), "
-                  f"{sum(t.n_elements for t in shown):,} parameters"]
-        return "\n".join(lines)
+@patch
+def __exit__(self: GGUFFile, *exc): self.close()
 
-    def __repr__(self):
-        return (f"GGUFFile({str(self.path)!r}, version={self.version}, arch={self.arch!r}, "
-                f"{len(self.tensors)} tensors, {len(self.metadata)} metadata keys)")
+# %% ../nbs/01_gguf.ipynb #071c3553
+@patch
+def summary(self: GGUFFile, max_tensors: int | None = None) -> str:
+    "The text `llmbook inspect` prints: header numbers, metadata, tensor table, tensors per type."
+    lines = [f"file:         {self.path}",
+             f"size:         {self.file_size:,} bytes ({self.file_size / 2**20:.1f} MiB)",
+             f"GGUF version: {self.version}",
+             f"architecture: {self.arch}",
+             f"tensors:      {len(self.tensors)}, data at byte {self.data_offset:,} (alignment {self.alignment})",
+             f"metadata:     {len(self.metadata)} keys", ""]
+    kw = max((len(k) for k in self.metadata), default=0)
+    for k, v in self.metadata.items():
+        lines.append(f"  {_printable(k):<{kw}}  {_type_str(self.metadata_types[k]):<9} {_short(v)}")
+    lines += ["", f"  {'tensor':<36} {'type':<7} {'shape':<18} {'bytes':>13}"]
+    shown = list(self.tensors.values())
+    for t in shown[:max_tensors] if max_tensors is not None else shown:
+        lines.append(f"  {_printable(t.name):<36} {t.type:<7} {str(t.shape):<18} {t.n_bytes:>13,}")
+    if max_tensors is not None and len(shown) > max_tensors: lines.append(f"  ... {len(shown) - max_tensors} more")
+    per_type = Counter(t.type for t in shown)
+    total = sum(t.n_bytes for t in shown)
+    lines += ["", "tensors per type: " + ", ".join(f"{n} {ty}" for ty, n in per_type.most_common()),
+              f"tensor bytes:     {total:,} ({total / 2**20:.1f} MiB), "
+              f"{sum(t.n_elements for t in shown):,} parameters"]
+    return "\n".join(lines)
+
+@patch
+def __repr__(self: GGUFFile):
+    return (f"GGUFFile({str(self.path)!r}, version={self.version}, arch={self.arch!r}, "
+            f"{len(self.tensors)} tensors, {len(self.metadata)} metadata keys)")
 
 # %% ../nbs/01_gguf.ipynb #55ecef19
 _INT_TYPES = [GGUFValueType.INT32, GGUFValueType.INT64, GGUFValueType.UINT64]
