@@ -14,6 +14,7 @@ from .quants import quantize, dequantize
 from .quantize import FileType, FILE_TYPES, file_type, quantize_plan, LazyQTensor, QuantizeResult, QUANTIZATION_VERSION
 from .tokenizer import Tokenizer, TokenType, PRE_TOKENIZERS, sentencepiece_model
 from .generate import MODEL_SOURCES
+from .cli import COMMANDS
 
 # %% auto #0
 __all__ = ['SAFETENSORS_DTYPES', 'LLAMA_BLOCK_NAMES', 'GEMMA3_BLOCK_NAMES', 'TOP_NAMES', 'SKIPPED', 'HF_ARCHS', 'CHKTXT',
@@ -24,7 +25,7 @@ __all__ = ['SAFETENSORS_DTYPES', 'LLAMA_BLOCK_NAMES', 'GEMMA3_BLOCK_NAMES', 'TOP
            'special_tokens', 'spm_vocab', 'hf_tokenizer', 'hf_config', 'read_hf', 'convert_type', 'write_gguf',
            'convert', 'hf_name', 'hf_config_of', 'export_hf', 'HubError', 'parse_hub_name', 'pick_gguf',
            'hub_cache_dir', 'cached_repo_files', 'resolve_hub', 'llmbook_cache_dir', 'converted_path', 'load_source',
-           'checkpoint_or_hub']
+           'checkpoint_or_hub', 'convert_args', 'run_convert']
 
 # %% ../nbs/14_hf.ipynb #8893048f
 class HFError(ValueError):
@@ -782,3 +783,19 @@ def checkpoint_or_hub(source):
     return None
 
 if checkpoint_or_hub not in MODEL_SOURCES: MODEL_SOURCES.append(checkpoint_or_hub)
+
+# %% ../nbs/14_hf.ipynb #bd4c0aaf
+def convert_args(p):
+    "`llmbook convert DIR OUT.gguf [--type TYPE] [--quiet]`"
+    p.add_argument("input", help="a Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json)")
+    p.add_argument("output", help="the GGUF file to write")
+    p.add_argument("--type", "-q", default="F16", metavar="TYPE",
+                   help="F32, BF16, F16 (default), or a quantized file type: Q8_0, Q4_K_M, ...")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+def run_convert(args) -> int:
+    "Convert, then print the written file's one-line summary."
+    print(convert(args.input, args.output, args.type, progress=not args.quiet).summary())
+    return 0
+
+COMMANDS["convert"] = (convert_args, run_convert, "write a GGUF file from a Hugging Face checkpoint directory")

@@ -352,3 +352,14 @@ def test_llmbook_load_takes_directories_and_hub_names(tmp_path, monkeypatch, tin
     assert np.abs(from_dir - ref).max() < 2e-2 * np.abs(ref).max()        # F16 on the way through the checkpoint
     assert llmbook.load("someone/Tiny-GGUF:Q8_0").logits(ids).shape == ref.shape
     with pytest.raises(FileNotFoundError, match="no model file"): llmbook.load(tmp_path / "missing.gguf")
+
+def test_cli_convert(tmp_path, tiny_ckpt, capsys):
+    "`llmbook convert DIR OUT.gguf --type Q8_0` writes a file llmbook loads; a bad directory is a one-line error, status 1."
+    from llmbook.cli import main
+    out = tmp_path / "out.gguf"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["convert", str(tiny_ckpt), str(out), "--type", "Q8_0", "--quiet"]) == 0
+    assert GGUFFile(out).tensors["blk.0.attn_q.weight"].type == "Q8_0"
+    assert main(["convert", str(tmp_path / "nowhere"), str(tmp_path / "x.gguf")]) == 1
+    assert "llmbook convert: error:" in capsys.readouterr().err and not (tmp_path / "x.gguf").exists()
