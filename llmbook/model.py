@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = ['SUPPORTED_ARCHS', 'NEOX_ARCHS', 'LINEAR_SLAB_BYTES', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_INSTALL',
            'UnsupportedModelError', 'ModelConfig', 'LayerWeights', 'ModelWeights', 'layer_matrices', 'load_weights',
-           'linear', 'Model', 'ReferenceEngine', 'default_model_path']
+           'linear', 'Model', 'physical_memory', 'ReferenceEngine', 'default_model_path']
 
 # %% ../nbs/06_model.ipynb #aab23454
 from dataclasses import dataclass, field
-import contextlib, importlib.util, math
+import contextlib, importlib.util, math, os
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
@@ -258,6 +258,7 @@ class Model:
         self.weights = load_weights(gguf, c)
         self.n_ctx = int(n_ctx) if n_ctx is not None else min(c.n_ctx_train, 4096)
         if self.n_ctx <= 0: raise ValueError(f"n_ctx must be positive, got {n_ctx}")
+        self.check_context_cost()
         self.layer_freqs = [rope_freqs(c.n_rot, c.layer_rope_base(i), c.rope_scale if c.window(i) is None else 1.0,
                                        self.rope_factors()) for i in range(c.n_layers)]
         self.engine = (engine or ReferenceEngine)(self)
@@ -269,6 +270,22 @@ class Model:
         c = self.config
         return (f"{type(self).__name__}({c.arch}, {c.n_layers} layers, n_embd {c.n_embd}, heads {c.n_heads}/{c.n_kv_heads}×{c.head_dim}, "
                 f"vocab {c.n_vocab}, n_ctx {self.n_ctx}, {self.backend}, file {Path(self.gguf.path).name})")
+
+# %% ../nbs/06_model.ipynb #dbd4369f
+def physical_memory() -> int | None:
+    "Bytes of RAM this machine has (None where the OS does not say)."
+    try: return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError): return None
+
+@patch
+def check_context_cost(self: Model):
+    "Refuse, at load, a context whose KV cache could not fit in this machine's memory, saying what it would cost."
+    c = self.config
+    need = 2 * 4 * c.n_layers * c.n_kv_heads * c.head_dim * self.n_ctx          # K and V, float32
+    ram = physical_memory()
+    if ram is not None and need > ram:
+        raise ValueError(f"n_ctx {self.n_ctx:,} needs a KV cache of {need / 2**30:,.1f} GiB, more than this machine's "
+                         f"{ram / 2**30:,.1f} GiB; the model was trained for {c.n_ctx_train:,} positions: ask for fewer")
 
 # %% ../nbs/06_model.ipynb #e19f7d66
 @patch

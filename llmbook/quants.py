@@ -20,7 +20,7 @@ __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1
 import numpy as np
 from fastcore.basics import patch
 from .tensors import GGMLType, GGML_TYPES, QK, QK_K, QTensor, type_info, bf16_to_f32, f32_to_bf16
-from .gguf import GGUFFile
+from .gguf import GGUFFile, GGUFError
 
 # %% ../nbs/02_quants.ipynb #40ca3886
 DEQUANTIZERS = {}   # GGMLType -> function(raw uint8 bytes) -> float32 array (n_blocks, block_size)
@@ -227,6 +227,7 @@ def dequantize(qt: QTensor) -> np.ndarray:
     fn = DEQUANTIZERS.get(qt.type)
     if fn is None:
         raise NotImplementedError(f"cannot dequantize GGML type {qt.type.name}: supported types are {', '.join(supported_types())}")
+    if qt.size == 0: return np.zeros(qt.shape, np.float32)         # an empty tensor: nothing to decode
     return fn(np.ascontiguousarray(qt.data)).reshape(qt.shape)     # records need contiguous bytes
 
 def dequantize_rows(qt: QTensor, rows) -> np.ndarray:
@@ -548,4 +549,6 @@ def quantize(x: np.ndarray, # floats; the last axis (a row) must be a whole numb
 @patch
 def dequantize(self: GGUFFile, name: str) -> np.ndarray:
     "Tensor `name` of the file as float32, in numpy order (`info.shape`)."
-    return dequantize(self.qtensor(name))
+    qt = self.qtensor(name)
+    if qt.size == 0: raise GGUFError(f"{self.path}: tensor {name!r} has a zero dimension ({qt.shape}): there is nothing to dequantize")
+    return dequantize(qt)

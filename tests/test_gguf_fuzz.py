@@ -225,3 +225,13 @@ def worker(workdir: Path, smol: Path | None):
 
 if __name__ == "__main__":
     worker(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else None)
+
+def test_zero_dimension_dequantize_names_the_tensor(tmp_path):
+    "A tensor with a zero dimension (seen in corrupted headers) reads, but dequantizing it is a GGUFError naming it."
+    w = GGUFWriter(tmp_path / "z.gguf", arch="llama"); w.add_tensor("blk.0.attn_q.weight", np.zeros((0, 32), np.float32)); w.write()
+    f = GGUFFile(tmp_path / "z.gguf")
+    with pytest.raises(GGUFError, match=r"tensor 'blk\.0\.attn_q\.weight' has a zero dimension"):
+        f.dequantize("blk.0.attn_q.weight")
+    q4 = QTensor(np.zeros(0, np.uint8), GGMLType.Q4_K, (0, 256))
+    from llmbook.quants import dequantize
+    assert dequantize(q4).shape == (0, 256)                   # the plain function: an empty array, no numpy error

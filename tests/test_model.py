@@ -307,3 +307,8 @@ def test_model_module_does_not_import_the_engine():
         return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1}
     assert imported(mm) <= {"tensors", "gguf", "quants", "attention", "kvcache"}, imported(mm)
     assert "model" in imported(me) and "testmodels" not in imported(me) | imported(mm)
+
+def test_impossible_context_refused_at_load(tmp_path):
+    "n_ctx = 10**12 is refused when the model loads, saying what its KV cache would cost and what it was trained for."
+    with pytest.raises(ValueError, match=r"n_ctx 1,000,000,000,000 needs a KV cache of .* GiB.*trained for 256 positions"):
+        load(write_random_model(tmp_path / "m.gguf"), n_ctx=10**12)
