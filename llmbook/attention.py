@@ -105,7 +105,8 @@ def attention(q: np.ndarray,              # queries `(n, n_heads, head_dim)`, Ro
               v: np.ndarray,              # values, shaped like `k`
               q_pos,                      # the position of each query (length n)
               scale: float,               # multiplies the scores, usually `head_dim ** -0.5`
-              window: int | None = None   # sliding window: a query sees at most this many positions, itself included
+              window: int | None = None,  # sliding window: a query sees at most this many positions, itself included
+              softcap: float | None = None # Gemma 2: scores pass through cap * tanh(s / cap) before the softmax
              ) -> np.ndarray:             # `(n, n_heads, head_dim)` float32
     "Causal (optionally sliding-window) attention of queries `(n, n_heads, hd)` over keys/values `(n_kv_heads, n_keys, hd)`."
     n, n_heads, hd = q.shape
@@ -114,6 +115,7 @@ def attention(q: np.ndarray,              # queries `(n, n_heads, head_dim)`, Ro
     group = n_heads // n_kv
     qg = q.reshape(n, n_kv, group, hd).transpose(1, 2, 0, 3)               # (n_kv, group, n, hd)
     scores = (qg @ k[:, None].transpose(0, 1, 3, 2)) * np.float32(scale)     # (n_kv, group, n, n_keys)
+    if softcap: scores = np.float32(softcap) * np.tanh(scores / np.float32(softcap))
     scores = np.where(attention_mask(q_pos, n_keys, window), scores, -np.inf)
     out = softmax(scores) @ v[:, None]                                       # (n_kv, group, n, hd)
     return out.transpose(2, 0, 1, 3).reshape(n, n_heads, hd).astype(np.float32)
@@ -308,13 +310,16 @@ def _task_store(O, m, l, t0, kv, group, c, n_ch, out, parts_m, parts_l, parts_o)
 
 # %% ../nbs/04_attention.ipynb #2042f355
 @njit(fastmath=FAST, inline="always")
-def _task_tiles(Q, K, V, Vt, kv, tile0, use_vt, c0, c1, pos0, t0, group, window, S, PV, O, m, l):
+def _task_tiles(Q, K, V, Vt, kv, tile0, use_vt, c0, c1, pos0, t0, group, window, cap2, S, PV, O, m, l):
     "Keys c0..c1-1, BK at a time: scores, online softmax per row (causal and window masks), weighted values into O."
     nr, hd = Q.shape
     for tile in range(c0 // BK, (c1 + BK - 1) // BK):
         j0 = tile * BK
         ja, jb = max(j0, c0), min(j0 + BK, c1)   # keys computed: columns ja-j0 .. jb-j0 of S
         dots(Q, K[ja:jb], S[:, ja - j0:jb - j0])
+        if cap2 > 0:                             # Gemma 2's soft cap, in base-2 units: cap2 = cap * log2(e)
+            for r in range(nr):
+                for j in range(ja - j0, jb - j0): S[r, j] = cap2 * np.tanh(S[r, j] / cap2)
         for r in range(nr):
             p = pos0 + t0 + r // group
             a, b = max(ja, first_key(p, window)) - j0, min(jb, p + 1) - j0     # the keys row r sees
@@ -329,10 +334,11 @@ def _task_tiles(Q, K, V, Vt, kv, tile0, use_vt, c0, c1, pos0, t0, group, window,
 
 # %% ../nbs/04_attention.ipynb #73f3a466
 @njit(cache=True, fastmath=FAST, parallel=True)
-def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
+def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softcap=0.0):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
     of `layer` (`(n_layers, n_kv_heads, n_ctx, head_dim)`, filled up to position pos0+n-1); `window` 0 = unlimited.
-    Query head h uses kv head h // (n_heads // n_kv_heads). Writes `out` `(n, n_heads, head_dim)`."""
+    Query head h uses kv head h // (n_heads // n_kv_heads). Writes `out` `(n, n_heads, head_dim)`. `softcap` > 0:
+    scores become softcap * tanh(score / softcap) before the softmax (Gemma 2)."""
     n, n_heads, hd = q.shape
     n_kv = k_cache.shape[1]; group = n_heads // n_kv
     L = pos0 + n                                     # keys in the cache
@@ -366,7 +372,7 @@ def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out):
         lo, hi = first_key(pos0 + t0, window), pos0 + t1   # keys seen by some token of the block, then this chunk's
         c0, c1 = lo + (hi - lo) * c // n_ch, lo + (hi - lo) * (c + 1) // n_ch
         _task_tiles(Q, k_cache[layer, kv], v_cache[layer, kv], Vt, kv, tile0, use_vt, c0, c1, pos0, t0, group, window,
-                    S, PV, O, m, l)
+                    np.float32(softcap) * LOG2E, S, PV, O, m, l)
         _task_store(O, m, l, t0, kv, group, c, n_ch, out, parts_m, parts_l, parts_o)
     if n_ch > 1: _merge_chunks(parts_m, parts_l, parts_o, out)
 

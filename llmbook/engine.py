@@ -258,7 +258,7 @@ def layer(self: KernelEngine, l: int, L: LayerPlan, ws: Workspace, cache: KVCach
     t = L.rope_table
     qkv_to_cache(ws.qkv, ws.q, L.q_norm, L.k_norm, eps, self.rope_cos[t], self.rope_sin[t], c.rope_neox,
                  cache.k, cache.v, l, pos0)
-    A.tiled_attention(ws.q, cache.k, cache.v, l, pos0, c.attn_scale, L.window, ws.att)
+    A.tiled_attention(ws.q, cache.k, cache.v, l, pos0, c.attn_scale, L.window, ws.att, c.attn_softcap or 0.0)
     if one: L.o.matvec(ws.att1, ws.proj1)
     else: L.o.matmul(ws.att2, ws.proj)
     if L.post_attn_norm is not None: A.rmsnorm(ws.proj, L.post_attn_norm, eps, ws.proj)

@@ -20,7 +20,7 @@ from .attention import rms_norm, rope_freqs, rope_cos_sin, apply_rope, attention
 from .kvcache import KVCache, ContextFullError, rerope_keys
 
 # %% ../nbs/06_model.ipynb #a85f0d97
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
 
 class UnsupportedModelError(ValueError):
     "The file describes a model this library cannot run (architecture, RoPE scaling, ...)."
@@ -49,6 +49,7 @@ class ModelConfig:
     embed_scale: float = 1.0
     ffn_act: str = "silu"                  # "silu" (SwiGLU) or "gelu_tanh" (GeGLU)
     final_logit_softcap: float | None = None
+    attn_softcap: float | None = None      # gemma2: attention scores pass through cap * tanh(s / cap)
     rope_ctx_orig: int | None = None       # phi3 LongRoPE: the context its short frequency factors serve
     rope_mscale: float = 1.0               # phi3 LongRoPE: multiplies RoPE's cos and sin (attn_factor)
 
@@ -97,17 +98,29 @@ def from_gguf(cls: ModelConfig, f: GGUFFile) -> ModelConfig:
     cfg.rope_neox = arch in NEOX_ARCHS
     if arch == "gemma3": cfg._gemma3_rules(md)
     if arch == "phi3": cfg._phi3_rules(md)
+    if arch == "gemma2": cfg._gemma2_rules(md)
     cfg.validate()
     return cfg
 
 # %% ../nbs/06_model.ipynb #7344b7ea
-NEOX_ARCHS = ("qwen2", "qwen3", "phi3", "gemma3")   # RoPE pairs (x[i], x[i + n_rot/2]) in these families
+NEOX_ARCHS = ("qwen2", "qwen3", "phi3", "gemma2", "gemma3")   # RoPE pairs (x[i], x[i + n_rot/2]) in these families
 
 @patch
 def _phi3_rules(self: ModelConfig, md: dict):
     "Phi-3's LongRoPE settings: the original context (its short factors serve) and the factor on cos and sin."
     self.rope_ctx_orig = int(md.get("phi3.rope.scaling.original_context_length", self.n_ctx_train))
     self.rope_mscale = float(md.get("phi3.rope.scaling.attn_factor", 1.0))
+
+@patch
+def _gemma2_rules(self: ModelConfig, md: dict):
+    "Gemma 2's rules, as llama.cpp applies them: Gemma's block, even layers sliding, scores and logits soft-capped."
+    self.ffn_act, self.embed_scale = "gelu_tanh", math.sqrt(self.n_embd)
+    self.sliding_window = int(md.get("gemma2.attention.sliding_window", 4096))
+    self.local_layers = tuple(range(0, self.n_layers, 2))
+    self.rope_base_local = float(md.get("gemma2.rope.freq_base_swa", self.rope_base))
+    self.attn_softcap = float(md.get("gemma2.attn_logit_softcapping", 50.0)) or None
+    self.final_logit_softcap = float(md.get("gemma2.final_logit_softcapping", 30.0)) or None
+    if self.n_layers == 46: self.attn_scale = 1.0 / math.sqrt(self.n_embd / self.n_heads)   # the 27B model
 
 # %% ../nbs/06_model.ipynb #8aef9183
 @patch
@@ -223,7 +236,7 @@ def load_weights(f: GGUFFile, c: ModelConfig) -> ModelWeights:
                           ffn_norm=_vector(f, p + "ffn_norm.weight", c.n_embd), biases=biases, **mats)
         for name in ("attn_q_norm", "attn_k_norm"):
             setattr(lw, name, _vector(f, p + name + ".weight", c.head_dim, required=c.arch in ("qwen3", "gemma3")))
-        if c.arch == "gemma3":
+        if c.arch in ("gemma2", "gemma3"):
             for name in ("post_attention_norm", "post_ffw_norm"): setattr(lw, name, _vector(f, p + name + ".weight", c.n_embd))
         layers.append(lw)
     emb = _matrix(f, "token_embd.weight", (c.n_vocab, c.n_embd))
@@ -351,7 +364,7 @@ def attention_block(self: ReferenceEngine, l: int, h: np.ndarray, pos: np.ndarra
     q, k = self.rope(l, q, pos), self.rope(l, k, pos)
     cache.store(l, k, v)
     keys, values = cache.layer_kv(l, int(pos[-1]) + 1)
-    o = attention(q, keys, values, pos, c.attn_scale, c.window(l))
+    o = attention(q, keys, values, pos, c.attn_scale, c.window(l), c.attn_softcap)
     return self.project(l, "attn_output", o.reshape(n, c.n_heads * c.head_dim))
 
 # %% ../nbs/06_model.ipynb #32e4fb96
