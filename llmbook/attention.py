@@ -92,21 +92,22 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
 
-def attention_mask(q_pos, n_keys: int, window: int | None = None) -> np.ndarray:
-    "Boolean `(len(q_pos), n_keys)`: may the query at position p see key position j? Causal, optionally windowed."
-    q_pos, k_pos = np.asarray(q_pos)[:, None], np.arange(n_keys)[None, :]
+def attention_mask(q_pos, n_keys: int, window: int | None = None, k_pos0: int = 0) -> np.ndarray:
+    "Boolean `(len(q_pos), n_keys)`: may the query at position p see key j (at position k_pos0 + j)? Causal, optionally windowed."
+    q_pos, k_pos = np.asarray(q_pos)[:, None], k_pos0 + np.arange(n_keys)[None, :]
     allowed = k_pos <= q_pos
     if window is not None: allowed &= (q_pos - k_pos) < window
     return allowed
 
 # %% ../nbs/04_attention.ipynb #67c614ae
 def attention(q: np.ndarray,              # queries `(n, n_heads, head_dim)`, RoPE already applied
-              k: np.ndarray,              # keys `(n_kv_heads, n_keys, head_dim)`: key j sits at position j
+              k: np.ndarray,              # keys `(n_kv_heads, n_keys, head_dim)`: key j sits at position k_pos0 + j
               v: np.ndarray,              # values, shaped like `k`
               q_pos,                      # the position of each query (length n)
               scale: float,               # multiplies the scores, usually `head_dim ** -0.5`
               window: int | None = None,  # sliding window: a query sees at most this many positions, itself included
-              softcap: float | None = None # Gemma 2: scores pass through cap * tanh(s / cap) before the softmax
+              softcap: float | None = None, # Gemma 2: scores pass through cap * tanh(s / cap) before the softmax
+              k_pos0: int = 0             # the position of the first key (a sliding window needs only the last ones)
              ) -> np.ndarray:             # `(n, n_heads, head_dim)` float32
     "Causal (optionally sliding-window) attention of queries `(n, n_heads, hd)` over keys/values `(n_kv_heads, n_keys, hd)`."
     n, n_heads, hd = q.shape
@@ -116,7 +117,7 @@ def attention(q: np.ndarray,              # queries `(n, n_heads, head_dim)`, Ro
     qg = q.reshape(n, n_kv, group, hd).transpose(1, 2, 0, 3)               # (n_kv, group, n, hd)
     scores = (qg @ k[:, None].transpose(0, 1, 3, 2)) * np.float32(scale)     # (n_kv, group, n, n_keys)
     if softcap: scores = np.float32(softcap) * np.tanh(scores / np.float32(softcap))
-    scores = np.where(attention_mask(q_pos, n_keys, window), scores, -np.inf)
+    scores = np.where(attention_mask(q_pos, n_keys, window, k_pos0), scores, -np.inf)
     out = softmax(scores) @ v[:, None]                                       # (n_kv, group, n, hd)
     return out.transpose(2, 0, 1, 3).reshape(n, n_heads, hd).astype(np.float32)
 
@@ -316,7 +317,8 @@ def _task_tiles(Q, K, V, Vt, kv, tile0, use_vt, c0, c1, pos0, t0, group, window,
     for tile in range(c0 // BK, (c1 + BK - 1) // BK):
         j0 = tile * BK
         ja, jb = max(j0, c0), min(j0 + BK, c1)   # keys computed: columns ja-j0 .. jb-j0 of S
-        dots(Q, K[ja:jb], S[:, ja - j0:jb - j0])
+        off = j0 - j0 % K.shape[0]               # key position j sits in slot j - off (a ring: slot = j % slots)
+        dots(Q, K[ja - off:jb - off], S[:, ja - j0:jb - j0])
         if cap2 > 0:                             # Gemma 2's soft cap, in base-2 units: cap2 = cap * log2(e)
             for r in range(nr):
                 for j in range(ja - j0, jb - j0): S[r, j] = cap2 * np.tanh(S[r, j] / cap2)
@@ -330,13 +332,14 @@ def _task_tiles(Q, K, V, Vt, kv, tile0, use_vt, c0, c1, pos0, t0, group, window,
             for r in range(nr):
                 for x in range(hd): O[r, x] += PV[r, x]
         else:
-            axpys(S[:, ja - j0:jb - j0], V[ja:jb], O)
+            axpys(S[:, ja - j0:jb - j0], V[ja - off:jb - off], O)
 
 # %% ../nbs/04_attention.ipynb #73f3a466
 @njit(cache=True, fastmath=FAST, parallel=True)
 def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softcap=0.0):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
-    of `layer` (`(n_layers, n_kv_heads, n_ctx, head_dim)`, filled up to position pos0+n-1); `window` 0 = unlimited.
+    of `layer` (`(n_layers, n_kv_heads, n_slots, head_dim)`, filled up to position pos0+n-1; position j in slot
+    j % n_slots, a ring when a windowed layer keeps fewer slots than positions); `window` 0 = unlimited.
     Query head h uses kv head h // (n_heads // n_kv_heads). Writes `out` `(n, n_heads, head_dim)`. `softcap` > 0:
     scores become softcap * tanh(score / softcap) before the softmax (Gemma 2)."""
     n, n_heads, hd = q.shape
@@ -355,8 +358,9 @@ def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softca
             kv, tile = it // n_tiles, it % n_tiles
             j0 = (tile0 + tile) * BK
             ja, jb = max(0, first_key(pos0, window) - j0), min(BK, L - j0)     # the keys to copy, the rest is 0
+            s0 = j0 % v_cache.shape[2]                                          # the tile's first slot
             for x in range(hd):
-                for jj in range(BK): Vt[kv, tile, x, jj] = v_cache[layer, kv, j0 + jj, x] if ja <= jj < jb else 0
+                for jj in range(BK): Vt[kv, tile, x, jj] = v_cache[layer, kv, s0 + jj, x] if ja <= jj < jb else 0
     for task in prange(n_kv * n_tb * n_ch):
         kv, c, i = task % n_kv, task // n_kv % n_ch, task // (n_kv * n_ch)
         tb = i // 2 if i % 2 == 0 else n_tb - 1 - i // 2   # alternate early and late token blocks: equal halves

@@ -135,22 +135,22 @@ def _rope_vec(v, cos, sin, p, neox):
 @njit(cache=True, fastmath=A.FAST)
 def qkv_to_cache(qkv, q, q_norm, k_norm, eps, cos, sin, neox, k_cache, v_cache, layer, pos0):
     """Split fused q|k|v rows `(n, (n_heads + 2 n_kv) * head_dim)` of tokens at positions pos0..: queries into `q`
-    `(n, n_heads, head_dim)`, keys and values into the cache of `layer`. Per-head RMSNorm of q and k when the norm
-    vectors are non-empty (gemma3), then RoPE on both."""
+    `(n, n_heads, head_dim)`, keys and values into the cache of `layer` (position p in slot p % slots: a ring for a
+    sliding-window layer). Per-head RMSNorm of q and k when the norm vectors are non-empty (gemma3), then RoPE on both."""
     n, n_heads, hd = q.shape
-    n_kv = k_cache.shape[1]
+    n_kv, slots = k_cache.shape[1], k_cache.shape[2]
     norm = q_norm.size > 0
     for t in range(n):
         p = pos0 + t
         row = qkv[t]
         for h in range(n_heads + n_kv):
             src = row[h * hd:(h + 1) * hd]
-            dst = q[t, h] if h < n_heads else k_cache[layer, h - n_heads, p]
+            dst = q[t, h] if h < n_heads else k_cache[layer, h - n_heads, p % slots]
             if norm: _norm_into(src, q_norm if h < n_heads else k_norm, eps, dst)
             else: dst[:] = src
             _rope_vec(dst, cos, sin, p, neox)
         for h in range(n_kv):
-            v_cache[layer, h, p, :] = row[(n_heads + n_kv + h) * hd:(n_heads + n_kv + h + 1) * hd]
+            v_cache[layer, h, p % slots, :] = row[(n_heads + n_kv + h) * hd:(n_heads + n_kv + h + 1) * hd]
 
 # %% ../nbs/06a_engine.ipynb #670acdb8
 def _drop_file_pages(gguf: GGUFFile | None):
@@ -242,7 +242,7 @@ def forward(self: KernelEngine, ids: np.ndarray, cache: KVCache, n_out: int) -> 
         self.layer(l, L, ws, cache, pos0)
     logits = np.empty((n_out, c.n_vocab), np.float32)
     if n_out == 1: self.head.matvec(ws.xn[n - 1], logits[0])
-    else: self.head.matmul(ws.xn[n - n_out:], logits)
+    elif n_out > 1: self.head.matmul(ws.xn[n - n_out:], logits)     # (0: a pass whose logits nobody needs)
     if c.final_logit_softcap:
         cap = np.float32(c.final_logit_softcap)
         np.tanh(logits / cap, out=logits); logits *= cap
@@ -256,9 +256,9 @@ def layer(self: KernelEngine, l: int, L: LayerPlan, ws: Workspace, cache: KVCach
     if one: L.qkv.matvec(ws.xn1, ws.qkv1)
     else: L.qkv.matmul(ws.xn, ws.qkv)
     t = L.rope_table
-    qkv_to_cache(ws.qkv, ws.q, L.q_norm, L.k_norm, eps, self.rope_cos[t], self.rope_sin[t], c.rope_neox,
-                 cache.k, cache.v, l, pos0)
-    A.tiled_attention(ws.q, cache.k, cache.v, l, pos0, c.attn_scale, L.window, ws.att, c.attn_softcap or 0.0)
+    K, V, i = cache.layers[l]                                       # the layer's block, or its ring
+    qkv_to_cache(ws.qkv, ws.q, L.q_norm, L.k_norm, eps, self.rope_cos[t], self.rope_sin[t], c.rope_neox, K, V, i, pos0)
+    A.tiled_attention(ws.q, K, V, i, pos0, c.attn_scale, L.window, ws.att, c.attn_softcap or 0.0)
     if one: L.o.matvec(ws.att1, ws.proj1)
     else: L.o.matmul(ws.att2, ws.proj)
     if L.post_attn_norm is not None: A.rmsnorm(ws.proj, L.post_attn_norm, eps, ws.proj)

@@ -17,7 +17,7 @@ from .tensors import QTensor
 from .gguf import GGUFFile
 from .quants import dequantize, dequantize_rows
 from .attention import rms_norm, rope_freqs, rope_cos_sin, apply_rope, attention, swiglu, geglu_tanh
-from .kvcache import KVCache, ContextFullError, rerope_keys
+from .kvcache import KVCache, ContextFullError, rerope_keys, cache_bytes
 
 # %% ../nbs/06_model.ipynb #a85f0d97
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
@@ -294,7 +294,7 @@ def physical_memory() -> int | None:
 def check_context_cost(self: Model):
     "Refuse, at load, a context whose KV cache could not fit in this machine's memory, saying what it would cost."
     c = self.config
-    need = 2 * 4 * c.n_layers * c.n_kv_heads * c.head_dim * self.n_ctx          # K and V, float32
+    need = cache_bytes(c.n_kv_heads, self.n_ctx, c.head_dim, self.windows())    # K and V, float32; rings for windows
     ram = physical_memory()
     if ram is not None and need > ram:
         raise ValueError(f"n_ctx {self.n_ctx:,} needs a KV cache of {need / 2**30:,.1f} GiB, more than this machine's "
@@ -321,11 +321,16 @@ def _small_pages():
     finally: toggle(previous)
 
 @patch
+def windows(self: Model) -> list:
+    "Each layer's sliding window, 0 for a layer that sees the whole context: the cache keeps a ring for the others."
+    return [self.config.window(l) or 0 for l in range(self.config.n_layers)]
+
+@patch
 def new_cache(self: Model, n_ctx: int | None = None) -> KVCache:
     "An empty KV cache for this model, of `n_ctx` positions (default: the model's `n_ctx`)."
     c = self.config
     with _small_pages():          # memory becomes resident as positions fill, not all at once
-        return KVCache(c.n_layers, c.n_kv_heads, n_ctx or self.n_ctx, c.head_dim)
+        return KVCache(c.n_layers, c.n_kv_heads, n_ctx or self.n_ctx, c.head_dim, windows=self.windows())
 
 # %% ../nbs/06_model.ipynb #ea93eafe
 class ReferenceEngine:
@@ -363,8 +368,9 @@ def attention_block(self: ReferenceEngine, l: int, h: np.ndarray, pos: np.ndarra
         q, k = rms_norm(q, lw.attn_q_norm, c.norm_eps), rms_norm(k, lw.attn_k_norm, c.norm_eps)
     q, k = self.rope(l, q, pos), self.rope(l, k, pos)
     cache.store(l, k, v)
-    keys, values = cache.layer_kv(l, int(pos[-1]) + 1)
-    o = attention(q, keys, values, pos, c.attn_scale, c.window(l), c.attn_softcap)
+    start = max(0, int(pos[0]) - c.window(l) + 1) if c.window(l) else 0    # the first key any of these queries sees
+    keys, values = cache.layer_kv(l, int(pos[-1]) + 1, start)
+    o = attention(q, keys, values, pos, c.attn_scale, c.window(l), c.attn_softcap, k_pos0=start)
     return self.project(l, "attn_output", o.reshape(n, c.n_heads * c.head_dim))
 
 # %% ../nbs/06_model.ipynb #32e4fb96
@@ -402,7 +408,7 @@ def forward(self: ReferenceEngine, ids: np.ndarray, cache: KVCache, n_out: int) 
     x = self.embed(ids)
     for l in range(self.config.n_layers):
         x = self.block(l, x, pos, cache)
-    return self.output(x[len(ids) - n_out:])
+    return self.output(x[len(ids) - n_out:]) if n_out else np.empty((0, self.config.n_vocab), np.float32)
 
 # %% ../nbs/06_model.ipynb #fc2757f2
 @patch
@@ -424,6 +430,8 @@ def check_cache(self: Model, cache: KVCache):
     got = (cache.n_layers, cache.n_kv_heads, cache.head_dim)
     if got != want or cache.k.dtype != np.float32 or not (cache.k.flags.c_contiguous and cache.v.flags.c_contiguous):
         raise ValueError(f"this cache (layers, KV heads, head size) = {got} does not fit the model's {want}: use model.new_cache()")
+    if cache.windows != self.windows():
+        raise ValueError(f"this cache's sliding windows {cache.windows} are not the model's {self.windows()}: use model.new_cache()")
 
 # %% ../nbs/06_model.ipynb #0de48953
 @patch
@@ -441,9 +449,13 @@ def forward(self: Model, tokens, cache: KVCache, n_out: int | None = None,
     self.check_cache(cache)
     if context_shift: cache.make_room(len(ids), n_keep, self.rotate_keys)
     else: cache.check_room(len(ids))
-    logits = self.engine.forward(ids, cache, n_out)
-    cache.advance(ids)
-    return logits
+    step = cache.n_batch if cache.ring_slots else len(ids)      # a ring takes at most n_batch new positions a pass
+    parts = []
+    for s in range(0, len(ids), step):
+        part = ids[s:s + step]
+        parts.append(self.engine.forward(part, cache, max(0, min(len(part), s + len(part) - (len(ids) - n_out)))))
+        cache.advance(part)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 @patch
 def logits(self: Model, ids) -> np.ndarray:
