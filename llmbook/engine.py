@@ -39,12 +39,12 @@ def pack_weights(*tensors: QTensor) -> K.PackedMatrix:
 
 def weight_matrices(tensors, kernels: str) -> list:
     """The matrices that run `tensors` (one input, outputs side by side), by runs of one type: with the integer
-    kernels, read in place from the file (`int8.BlockMatrix`); otherwise packed, once, for chapter 03's."""
+    kernels, read in place from the file (`int8.block_matrix`; Q4_K repacked 8 rows interleaved); otherwise packed, once, for chapter 03's."""
     runs = []
     for t in tensors:
         if runs and runs[-1][-1].type == t.type: runs[-1].append(t)
         else: runs.append([t])
-    return [I8.BlockMatrix(*run) if kernels == "avx2" and run[0].type in I8.MATVEC else pack_weights(*run) for run in runs]
+    return [I8.block_matrix(*run) if kernels == "avx2" and run[0].type in I8.MATVEC else pack_weights(*run) for run in runs]
 
 # %% ../nbs/06a_engine.ipynb #31c787ee
 class Projection:
@@ -190,7 +190,7 @@ def _rope_table(self: KernelEngine, freqs: np.ndarray) -> int:
 @patch
 def plan(self: KernelEngine, weights: ModelWeights, layer_freqs: list, gguf: GGUFFile | None = None):
     "Make the matrices and the per-layer plans, handing the file's pages back after each when packing."
-    drop_pages = (lambda: None) if self.kernels == "avx2" else (lambda: _drop_file_pages(gguf))
+    drop_pages = lambda: _drop_file_pages(gguf)     # pages read to pack or repack: not needed any more
     self.embd = weight_matrices([weights.token_embd], self.kernels)[0]
     drop_pages()
     self.head = self.embd if weights.output is weights.token_embd else weight_matrices([weights.output], self.kernels)[0]

@@ -5,12 +5,13 @@
 # %% auto #0
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
            'V8I32', 'V8F32', 'BLOCK_DOTS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS', 'GEMM_ROWS',
-           'MATVEC', 'GEMM', 'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum', 'to_f16',
-           'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
-           'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k',
-           'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k',
-           'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs',
-           'BlockMatrix']
+           'MATVEC', 'GEMM', 'X8_BYTES', 'V8I16', 'V8I8', 'V8F16', 'host_features', 'target_features', 'kernel_set',
+           'F32x8', 'vzero', 'vsum', 'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot',
+           'matvec_q4_0', 'matvec_q4_1', 'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k',
+           'matvec_q4_k', 'matvec_q5_k', 'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0',
+           'gemm_q2_k', 'gemm_q3_k', 'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs',
+           'gemm_iq4_nl', 'gemm_iq4_xs', 'BlockMatrix', 'repack_q4_k_x8', 'q4_k_x8_dot', 'vstore', 'matvec_q4_k_x8',
+           'gemm_q4_k_x8', 'InterleavedMatrix', 'block_matrix']
 
 # %% ../nbs/03a_int8.ipynb #66f44c31
 import os, platform
@@ -616,7 +617,7 @@ class BlockMatrix:
 def matvec(self: BlockMatrix, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     "out = W @ x for a float32 vector x."
     if out is None: out = np.empty(self.n_rows, np.float32)
-    self._matvec(self.w, self.rows_at, x, out)
+    self._matvec(*self.arrays, x, out)
     return out
 
 @patch
@@ -624,7 +625,7 @@ def matmul(self: BlockMatrix, X: np.ndarray, out: np.ndarray | None = None, col0
     "out[:, col0:col0 + n_rows] = X @ W.T for a float32 batch X `(n, n_cols)`."
     if out is None: out = np.empty((X.shape[0], self.n_rows), np.float32)
     if X.shape[0] == 1: self.matvec(X[0], out[0, col0:col0 + self.n_rows])
-    else: self._gemm(self.w, self.rows_at, X, out, col0)
+    else: self._gemm(*self.arrays, X, out, col0)
     return out
 
 # %% ../nbs/03a_int8.ipynb #1f996bbd
@@ -637,3 +638,138 @@ def rows(self: BlockMatrix, ids, out: np.ndarray | None = None) -> np.ndarray:
     if out is None: return rows
     out[...] = rows
     return out
+
+# %% ../nbs/03a_int8.ipynb #227ba137
+X8_BYTES = 1184          # one group: 8 rows x one super-block of 256 weights, interleaved
+
+@njit(cache=True, parallel=True)
+def repack_q4_k_x8(w, rows_at, n_cols):
+    "Q4_K rows (file blocks at byte offsets `rows_at`, 8k rows) -> groups of 8 rows, block by block, interleaved."
+    nb, n_groups = n_cols // 256, rows_at.size // 8
+    out = np.empty(n_groups * nb * X8_BYTES, np.uint8)
+    for g in prange(n_groups):
+        for b in range(nb):
+            o = (g * nb + b) * X8_BYTES
+            for r in range(8):
+                src = rows_at[8 * g + r] + 144 * b
+                for i in range(2):                              # d, dmin (f16 bytes)
+                    out[o + 1152 + 2 * r + i] = w[src + i]; out[o + 1168 + 2 * r + i] = w[src + 2 + i]
+                for j in range(8):                              # 6-bit scale and minimum of sub-block j
+                    if j < 4: sc, mn = w[src + 4 + j] & 63, w[src + 8 + j] & 63
+                    else:
+                        sc = (w[src + 8 + j] & 15) | ((w[src + j] >> 6) << 4)
+                        mn = (w[src + 8 + j] >> 4) | ((w[src + 4 + j] >> 6) << 4)
+                    out[o + 1024 + 8 * j + r], out[o + 1088 + 8 * j + r] = sc, mn
+                    qs, shift = src + 16 + 32 * (j // 2), 4 * (j % 2)   # sub-block j: nibbles of 32 bytes
+                    for h in range(4):
+                        for e in range(4):
+                            lo = (w[qs + 4 * h + e] >> shift) & 15
+                            hi = (w[qs + 4 * h + e + 16] >> shift) & 15
+                            out[o + 128 * j + 32 * h + 4 * r + e] = lo | (hi << 4)
+    return out
+
+# %% ../nbs/03a_int8.ipynb #d4c7de0f
+V8I16, V8I8, V8F16 = ir.VectorType(I16, 8), ir.VectorType(I8, 8), ir.VectorType(ir.HalfType(), 8)
+
+def _broadcast4(builder, p, offset):
+    "The 4 bytes at p + offset repeated in all eight 32-bit lanes (one `vpbroadcastd`), as 32 bytes."
+    return builder.bitcast(_splat(builder, _at(builder, p, offset, I32), V8I32), V32I8)
+
+@intrinsic
+def q4_k_x8_dot(typingctx, acc, w, wo, xq, xo, sums32, so, dx):
+    "acc + dx * (the 8 rows of the group at byte wo of w) . (the 256 activations at xq[xo:]), one row per lane."
+    def codegen(context, builder, sig, args):
+        acc, w, wo, xq, xo, s32, so, dx = args
+        pw, px = _byte_ptr(context, builder, sig.args[1], w, wo), _byte_ptr(context, builder, sig.args[3], xq, xo)
+        ps = _byte_ptr(context, builder, sig.args[5], s32, builder.mul(so, ir.Constant(so.type, 2)))
+        total, pairs = ir.Constant(V8I32, [0] * 8), _mask([i // 2 for i in range(16)])
+        for j in range(8):                                      # sub-block j: 32 weights of each row
+            s16 = None
+            for h in range(4):
+                q = _at(builder, pw, 128 * j + 32 * h, V32I8)
+                lo, hi = builder.and_(q, _const(V32I8, 15)), builder.lshr(q, _const(V32I8, 4))
+                p = builder.add(_maddubs(builder, lo, _broadcast4(builder, px, 32 * j + 4 * h)),
+                                _maddubs(builder, hi, _broadcast4(builder, px, 32 * j + 4 * h + 16)))
+                s16 = p if s16 is None else builder.add(s16, p)        # 16-bit sums: at most 30 720
+            sc = builder.zext(_at(builder, pw, 1024 + 8 * j, V8I8), V8I16)
+            total = builder.add(total, _madd(builder, s16, builder.shuffle_vector(sc, sc, pairs)))   # row r's scale, twice
+        mins, both = ir.Constant(V8I32, [0] * 8), _mask([i // 2 + 8 * (i % 2) for i in range(16)])
+        for j in range(0, 8, 2):                                # two sub-blocks' minimums against their two sums
+            ma, mb = (builder.zext(_at(builder, pw, 1088 + 8 * i, V8I8), V8I16) for i in (j, j + 1))
+            sums = builder.bitcast(_splat(builder, _at(builder, ps, 2 * j, I32), V8I32), V16I16)
+            mins = builder.add(mins, _madd(builder, builder.shuffle_vector(ma, mb, both), sums))
+        fma = lambda a, b, c: _x86(builder, "llvm.fma.v8f32", V8F32, a, b, c)
+        f16s = lambda at: builder.fmul(builder.fpext(_at(builder, pw, at, V8F16), V8F32), _splat(builder, dx, V8F32))
+        acc = fma(builder.sitofp(total, V8F32), f16s(1152), acc)
+        return fma(builder.sitofp(mins, V8F32), builder.fneg(f16s(1168)), acc)
+    return f32x8(acc, w, wo, xq, xo, sums32, so, dx), codegen
+
+@intrinsic
+def vstore(typingctx, acc, out, i):
+    "out[i:i+8] = the eight lanes of acc."
+    if acc != f32x8: return None
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[1])(context, builder, args[1])
+        builder.store(args[0], builder.bitcast(builder.gep(a.data, [args[2]]), V8F32.as_pointer()), align=4)
+        return context.get_dummy_value()
+    return types.none(acc, out, i), codegen
+
+# %% ../nbs/03a_int8.ipynb #ef74ba69
+@njit(cache=True, inline="always")
+def _sums32(xb):
+    "Sums of each 32 int8 activations, from the sums of 16: `(n, k/32)` int16."
+    s = np.empty((xb.shape[0], xb.shape[1] // 2), np.int16)
+    for t in range(xb.shape[0]):
+        for i in range(s.shape[1]): s[t, i] = xb[t, 2 * i] + xb[t, 2 * i + 1]
+    return s
+
+@njit(cache=True, parallel=True)
+def matvec_q4_k_x8(wp, n_rows, x, out):
+    nb = x.size // 256
+    xq, xd, xb = quantize_q8(x.reshape(1, -1), 256)
+    s32 = _sums32(xb)
+    for g in prange(n_rows // 8):
+        acc = vzero()
+        for b in range(nb): acc = q4_k_x8_dot(acc, wp, (g * nb + b) * X8_BYTES, xq, 256 * b, s32, 8 * b, xd[0, b])
+        vstore(acc, out, 8 * g)
+
+@njit(cache=True, parallel=True)
+def gemm_q4_k_x8(wp, n_rows, X, out, col0):
+    n, k = X.shape
+    nb, n_groups, last, ks = k // 256, n_rows // 8, n - 1, k // 32
+    xq, xd, xb = quantize_q8(X, 256)
+    s32 = _sums32(xb)
+    for tile in prange((n_groups + 1) // 2):
+        for t0 in range(0, n, 4):                     # four tokens at a time (the last repeated past the end)
+            t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
+            for g in range(2 * tile, min(2 * tile + 2, n_groups)):
+                a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
+                for b in range(nb):
+                    wo = (g * nb + b) * X8_BYTES
+                    a0 = q4_k_x8_dot(a0, wp, wo, xq, k * t0 + 256 * b, s32, ks * t0 + 8 * b, xd[t0, b])
+                    a1 = q4_k_x8_dot(a1, wp, wo, xq, k * t1 + 256 * b, s32, ks * t1 + 8 * b, xd[t1, b])
+                    a2 = q4_k_x8_dot(a2, wp, wo, xq, k * t2 + 256 * b, s32, ks * t2 + 8 * b, xd[t2, b])
+                    a3 = q4_k_x8_dot(a3, wp, wo, xq, k * t3 + 256 * b, s32, ks * t3 + 8 * b, xd[t3, b])
+                vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
+                vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
+
+# %% ../nbs/03a_int8.ipynb #9d28457e
+class InterleavedMatrix(BlockMatrix):
+    "Q4_K matrices repacked once, 8 rows interleaved, for kernels whose vector lanes are rows."
+    def __init__(self, *tensors: QTensor):
+        super().__init__(*tensors)
+        if self.type != GGMLType.Q4_K or self.n_rows % 8: raise ValueError("interleaving needs Q4_K and rows in groups of 8")
+        self.packed = repack_q4_k_x8(self.w, self.rows_at, self.n_cols)
+        self.arrays = (self.packed, self.n_rows)
+        self._matvec, self._gemm = matvec_q4_k_x8, gemm_q4_k_x8
+
+    nbytes = property(lambda self: self.packed.nbytes)
+    def __repr__(self): return f"InterleavedMatrix({self.type.name}, shape={self.shape}, 8 rows interleaved)"
+
+def block_matrix(*tensors: QTensor) -> BlockMatrix:
+    "The integer kernels' matrix for `tensors`: Q4_K interleaved 8 rows at a time where it can be, else read in place."
+    t = tensors[0]
+    if (t.type == GGMLType.Q4_K and sum(x.shape[0] for x in tensors) % 8 == 0 and len(t.shape) == 2
+            and os.environ.get("LLMBOOK_REPACK", "1") != "0"):
+        return InterleavedMatrix(*tensors)
+    return BlockMatrix(*tensors)

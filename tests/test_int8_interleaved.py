@@ -1,0 +1,54 @@
+"""Chapter 03a's Q4_K groups of 8 interleaved rows: the same products as the blocks read in place (whose integer sums
+they add in another order), chosen by `block_matrix` only where they apply, and what a model runs on."""
+import os, subprocess, sys
+import numpy as np
+import pytest
+from llmbook.tensors import GGMLType
+from llmbook.kernels import random_qtensor
+from llmbook.quants import dequantize
+from llmbook.int8 import BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, repack_q4_k_x8, X8_BYTES
+
+pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="this CPU has no AVX2: the integer kernels cannot run here")
+
+@pytest.mark.parametrize("rows,cols,n_tok", [(8, 256, 1), (24, 512, 3), (96, 1024, 9), (64, 2048, 64)])
+def test_interleaved_equals_in_place(rows, cols, n_tok):
+    qt = random_qtensor("Q4_K", (rows, cols), rows + cols)
+    inter, inplace = block_matrix(qt), BlockMatrix(qt)
+    assert isinstance(inter, InterleavedMatrix) and inter.packed.size == rows // 8 * cols // 256 * X8_BYTES
+    X = np.random.default_rng(n_tok).standard_normal((n_tok, cols)).astype(np.float32) * 3
+    np.testing.assert_allclose(inter.matvec(X[0]), inplace.matvec(X[0]), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(inter.matmul(X), inplace.matmul(X), rtol=1e-5, atol=1e-4)
+    W = dequantize(qt).reshape(rows, cols)
+    assert np.abs(inter.matmul(X) - X @ W.T).max() < 0.02 * np.abs(X @ W.T).max()      # int8 activations' rounding
+    out = np.zeros((n_tok, rows + 16), np.float32)
+    inter.matmul(X, out, col0=8)                                                      # into the middle of a wider output
+    assert not out[:, :8].any() and not out[:, 8 + rows:].any() and np.allclose(out[:, 8:8 + rows], inplace.matmul(X), atol=1e-4)
+
+def test_repack_layout_of_one_group():
+    "Byte by byte against the layout chapter 03a's table gives, from chapter 02's unpacking of the same blocks."
+    qt = random_qtensor("Q4_K", (8, 256), 5)
+    raw = np.asarray(qt.data).reshape(8, 144)
+    p = repack_q4_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 144, 256)
+    assert p[1152:1168].tobytes() == raw[:, 0:2].tobytes() and p[1168:1184].tobytes() == raw[:, 2:4].tobytes()
+    lev = np.empty((8, 256), np.uint8)
+    for k in range(4):
+        lev[:, 64 * k:64 * k + 32], lev[:, 64 * k + 32:64 * k + 64] = raw[:, 16 + 32 * k:48 + 32 * k] & 15, raw[:, 16 + 32 * k:48 + 32 * k] >> 4
+    for j in range(8):
+        for h in range(4):
+            v = p[128 * j + 32 * h:128 * j + 32 * h + 32].reshape(8, 4)
+            np.testing.assert_array_equal(v & 15, lev[:, 32 * j + 4 * h:32 * j + 4 * h + 4])
+            np.testing.assert_array_equal(v >> 4, lev[:, 32 * j + 4 * h + 16:32 * j + 4 * h + 20])
+
+def test_block_matrix_chooses():
+    q4k, q6k = random_qtensor("Q4_K", (12, 256), 1), random_qtensor("Q6_K", (16, 256), 2)
+    assert type(block_matrix(q4k)) is BlockMatrix                           # 12 rows: not whole groups of 8
+    assert type(block_matrix(q4k, random_qtensor("Q4_K", (4, 256), 3))) is InterleavedMatrix   # 16 rows stacked
+    assert type(block_matrix(q6k)) is BlockMatrix
+    m = block_matrix(random_qtensor("Q4_K", (16, 256), 4))
+    np.testing.assert_array_equal(m.rows([3, 0]), BlockMatrix(random_qtensor("Q4_K", (16, 256), 4)).rows([3, 0]))  # rows: the file's blocks
+
+def test_repack_can_be_turned_off():
+    code = ("from llmbook.kernels import random_qtensor; from llmbook.int8 import block_matrix; "
+            "print(type(block_matrix(random_qtensor('Q4_K', (16, 256), 1))).__name__)")
+    env = dict(os.environ, LLMBOOK_REPACK="0")
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip() == "BlockMatrix"
