@@ -182,7 +182,7 @@ def render_html(names=(), workers=2, out=None):
     if names and (unknown := set(names) - set(stems)): sys.exit(f"no notebook for {sorted(unknown)}")
     errors = {s: e for s, e in process(stems, workers).items() if e}
     if not names: shutil.rmtree(OUT, ignore_errors=True)
-    OUT.mkdir(exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
     if (NBS / "images").is_dir():                       # the figures the prose links (the map, ...)
         shutil.copytree(NBS / "images", OUT / "images", dirs_exist_ok=True)
     pages = {s: to_page(nbformat.read(PROC / f"{s}.ipynb", as_version=4)) for s in stems if s not in errors}
