@@ -176,8 +176,18 @@ def render_chat(template: str, messages, add_generation_prompt: bool = True, bos
     env.globals.update(raise_exception=_raise_exception, strftime_now=lambda fmt: datetime.now().strftime(fmt))
     env.filters["tojson"] = _tojson
     try:
-        return env.from_string(template).render(messages=check_messages(messages), bos_token=bos_token, eos_token=eos_token,
-                                                add_generation_prompt=add_generation_prompt, **extra)
+        tmpl = env.from_string(template)
+        def render(msgs): return tmpl.render(messages=msgs, bos_token=bos_token, eos_token=eos_token,
+                                             add_generation_prompt=add_generation_prompt, **extra)
+        messages = check_messages(messages)
+        if messages[0]["role"] == "system":      # a template without a system role: merge it, as llama.cpp does
+            probe = "\x01system probe\x01"
+            try: used = probe in render([{"role": "system", "content": probe}, {"role": "user", "content": "u"}])
+            except ChatTemplateError: used = False
+            if not used:
+                messages = ([{**messages[1], "content": messages[0]["content"] + "\n" + messages[1]["content"]}]
+                            + messages[2:]) if len(messages) > 1 else []
+        return render(messages)
     except jinja2.TemplateError as e:
         raise ChatTemplateError(f"the chat template failed: {type(e).__name__}: {e}") from None
 

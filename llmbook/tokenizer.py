@@ -24,10 +24,12 @@ class TokenType(IntEnum):
 class TokenAttr(IntFlag):
     "llama.cpp's token attributes (`llama_token_attr`), derived from the token type and the token's text."
     UNDEFINED = 0; UNKNOWN = 1; UNUSED = 2; NORMAL = 4; CONTROL = 8; USER_DEFINED = 16; BYTE = 32
+    NORMALIZED = 64; LSTRIP = 128; RSTRIP = 256; SINGLE_WORD = 512
 
 # Plain ints for the per-token work: flag arithmetic on IntFlag members is much slower, and it runs per token.
-_UNKNOWN, _UNUSED, _NORMAL, _CONTROL, _USER_DEFINED, _BYTE = (int(a) for a in (
-    TokenAttr.UNKNOWN, TokenAttr.UNUSED, TokenAttr.NORMAL, TokenAttr.CONTROL, TokenAttr.USER_DEFINED, TokenAttr.BYTE))
+_UNKNOWN, _UNUSED, _NORMAL, _CONTROL, _USER_DEFINED, _BYTE, _LSTRIP, _RSTRIP = (int(a) for a in (
+    TokenAttr.UNKNOWN, TokenAttr.UNUSED, TokenAttr.NORMAL, TokenAttr.CONTROL, TokenAttr.USER_DEFINED, TokenAttr.BYTE,
+    TokenAttr.LSTRIP, TokenAttr.RSTRIP))
 _SPECIAL = _CONTROL | _USER_DEFINED | _UNKNOWN          # the tokens cut out of the text before BPE
 _TYPE_TO_ATTR = {TokenType.UNKNOWN: _UNKNOWN, TokenType.UNUSED: _UNUSED, TokenType.NORMAL: _NORMAL,
                  TokenType.CONTROL: _CONTROL, TokenType.USER_DEFINED: _USER_DEFINED, TokenType.BYTE: _BYTE}
@@ -100,10 +102,20 @@ def _class_body(runs) -> str:
     "A regex character-class body (no brackets) matching the code points of `runs`, (first, last) pairs."
     return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in runs)
 
+def _without(runs, first, last) -> list:
+    "`runs` minus the code points first..last."
+    out = []
+    for a, b in runs:
+        if b < first or a > last: out.append((a, b)); continue
+        if a < first: out.append((a, first - 1))
+        if b > last: out.append((last + 1, b))
+    return out
+
 @lru_cache(maxsize=None)
 def unicode_classes() -> dict:
-    "Class bodies for letters `L`, numbers `N` and whitespace `S`, from this Python's Unicode database."
-    runs = {"L": [], "N": []}                     # (first, last) code point of each run of letters, of numbers
+    """Class bodies for letters `L`, numbers `N`, marks `M` and whitespace `S`, from this Python's Unicode database;
+    `LU`: letters other than a-z, `LL`: letters other than A-Z (see `_TEKKEN`)."""
+    runs = {"L": [], "N": [], "M": []}            # (first, last) code point of each run of letters, numbers, marks
     category, start, major = unicodedata.category, 0, None
     for cp in range(0x110000 + 1):                # one step past the last code point closes the last run
         m = category(chr(cp))[0] if cp < 0x110000 else None
@@ -113,7 +125,9 @@ def unicode_classes() -> dict:
     spaces = [[cp, cp] for cp in WHITESPACE_CODEPOINTS]
     for i in range(len(spaces) - 1, 0, -1):       # join neighbours into runs, from the end
         if spaces[i - 1][1] + 1 == spaces[i][0]: spaces[i - 1][1] = spaces.pop(i)[1]
-    return {"L": _class_body(runs["L"]), "N": _class_body(runs["N"]), "S": _class_body(spaces)}
+    return {"L": _class_body(runs["L"]), "N": _class_body(runs["N"]), "M": _class_body(runs["M"]), "S": _class_body(spaces),
+            "LU": _class_body(_without(runs["L"], ord("a"), ord("z"))),
+            "LL": _class_body(_without(runs["L"], ord("A"), ord("Z")))}
 
 # %% ../nbs/07_tokenizer.ipynb #de8f8002
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+"
@@ -121,6 +135,12 @@ _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n{L}
            r"| ?[^{S}{L}{N}]+[\r\n]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
 _QWEN2 = _LLAMA3.replace("[{N}]{{1,3}}", "[{N}]")
 _DIGIT = r"[{N}]"
+_CONTRACTION = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+_TEKKEN = (r"[^\r\n{L}{N}]?[{LU}]*[{LL}]+|[^\r\n{L}{N}]?[{LU}]+[{LL}]*|[{N}]| ?[^{S}{L}{N}]+[\r\n/]*"
+           r"|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
+_GPT4O = (r"[^\r\n{L}{N}]?[{LU}]*[{LL}]+" + _CONTRACTION + r"?|[^\r\n{L}{N}]?[{LU}]+[{LL}]*" + _CONTRACTION +
+          r"?|[{N}]{{1,3}}| ?[^{S}{L}{N}]+[\r\n/]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
+_QWEN35 = (_CONTRACTION + r"|[^\r\n{L}{N}]?[{L}{M}]+|[{N}]| ?[^{S}{L}{M}{N}]+[\r\n]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
 
 @dataclass(frozen=True)
 class PreTokenizer:
@@ -129,6 +149,7 @@ class PreTokenizer:
     patterns: tuple
     clean_spaces: bool = True      # decode removes the space in " ?", " 's", ... (llama.cpp's clean_spaces)
     ignore_merges: bool = False    # a word that is a token is used as it is (Llama 3)
+    add_bos: bool = False          # add_special puts a BOS first, unless tokenizer.ggml.add_bos_token says otherwise
 
 # %% ../nbs/07_tokenizer.ipynb #bf7732fa
 @lru_cache(maxsize=None)
@@ -149,20 +170,42 @@ def pre_tokenize(text: str, pre: PreTokenizer) -> list:
 PRE_TOKENIZERS = {}
 for _names, _pre in [
         (("gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
-          "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais"),
+          "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais", "exaone4"),
          PreTokenizer("gpt-2", (_GPT2,))),
+        (("trillion", "granite-docling"), PreTokenizer("trillion", (_GPT2,), clean_spaces=False)),
         (("starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"),
          PreTokenizer("starcoder", (_DIGIT, _GPT2))),
         (("smollm", "command-r"), PreTokenizer("smollm", (_DIGIT, _GPT2), clean_spaces=False)),
-        (("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "dbrx", "smaug-bpe"),
-         PreTokenizer("llama-bpe", (_LLAMA3,), ignore_merges=True)),
-        (("qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2"), PreTokenizer("qwen2", (_QWEN2,), clean_spaces=False)),
+        (("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"),
+         PreTokenizer("llama-bpe", (_LLAMA3,), ignore_merges=True, add_bos=True)),
+        (("dbrx", "smaug-bpe"), PreTokenizer("dbrx", (_LLAMA3,))),
+        (("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open", "grok-2"),
+         PreTokenizer("qwen2", (_QWEN2,), clean_spaces=False)),
+        (("megrez", "stablelm2"), PreTokenizer("megrez", (_QWEN2,))),
+        (("qwen35",), PreTokenizer("qwen35", (_QWEN35,), clean_spaces=False)),
+        (("tekken",), PreTokenizer("tekken", (_TEKKEN,), clean_spaces=False, ignore_merges=True, add_bos=True)),
+        (("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"), PreTokenizer("gpt-4o", (_GPT4O,), clean_spaces=False)),
 ]:
     for _n in _names: PRE_TOKENIZERS[_n] = _pre
 
-# %% ../nbs/07_tokenizer.ipynb #d8e75d61
-def split_special(text: str, specials: list, prefix_len: int = 3) -> list:
-    """Cut `text` at special tokens, llama.cpp's way: `specials` is [(token_text, id)], longest first.
+# %% ../nbs/07_tokenizer.ipynb #ca101904
+_C_SPACE = " \t\n\v\f\r"                           # what C's isspace() calls whitespace
+
+def _split_stripping(f: str, tok_text: str, tid: int, lstrip: bool, rstrip: bool, out: list):
+    "Cut `f` at each `tok_text`, dropping whitespace before it (`lstrip`) and after it (`rstrip`), as llama.cpp."
+    pos = 0
+    while (m := f.find(tok_text, pos)) >= 0:
+        left = f[pos:m].rstrip(_C_SPACE) if lstrip else f[pos:m]
+        if left: out.append(left)
+        out.append(tid)
+        pos = m + len(tok_text)
+        if rstrip and pos < len(f):
+            while pos < len(f) and f[pos] in _C_SPACE: pos += 1
+    if pos < len(f): out.append(f[pos:])
+
+def split_special(text: str, specials: list, prefix_len: int = 3, lstrip=frozenset(), rstrip=frozenset()) -> list:
+    """Cut `text` at special tokens, llama.cpp's way: `specials` is [(token_text, id)], longest first; `lstrip` and
+    `rstrip` are the ids that take the whitespace before / after them.
     Returns the pieces in order: `str` for raw text still to tokenize, `int` for a special token id."""
     if not text: return []
     present = {}                                   # prefix -> does it occur in text at all?
@@ -173,8 +216,10 @@ def split_special(text: str, specials: list, prefix_len: int = 3) -> list:
         if not present[prefix]: continue
         if not any(isinstance(f, str) and tok_text in f for f in fragments): continue
         out = []
+        strip_l, strip_r = tid in lstrip, tid in rstrip
         for f in fragments:
             if isinstance(f, int) or tok_text not in f: out.append(f); continue
+            if strip_l or strip_r: _split_stripping(f, tok_text, tid, strip_l, strip_r, out); continue
             for i, part in enumerate(f.split(tok_text)):
                 if i: out.append(tid)
                 if part: out.append(part)
@@ -261,14 +306,14 @@ def _meta_list(md: dict, key: str, n: int | None = None, kind=None):
     return v
 
 def _attrs_of_types(types, n: int) -> np.ndarray:
-    "The `TokenAttr` flags of each token, one byte each, from the GGUF token types (all normal if there are none)."
-    if types is None: return np.full(n, _NORMAL, np.uint8)
-    attr_of_type = np.zeros(len(TokenType), np.uint8)            # indexed by type; UNDEFINED has no flags
+    "The `TokenAttr` flags of each token, two bytes each, from the GGUF token types (all normal if there are none)."
+    if types is None: return np.full(n, _NORMAL, np.uint16)
+    attr_of_type = np.zeros(len(TokenType), np.uint16)           # indexed by type; UNDEFINED has no flags
     for t, a in _TYPE_TO_ATTR.items(): attr_of_type[t] = a
     try: t = np.array(types, dtype=np.int64)
     except OverflowError: raise TokenizerError("GGUF metadata 'tokenizer.ggml.token_type' has values out of range") from None
     known = (t >= 0) & (t < len(attr_of_type))
-    return np.where(known, attr_of_type[np.where(known, t, 0)], 0).astype(np.uint8)   # unknown types: no flags
+    return np.where(known, attr_of_type[np.where(known, t, 0)], 0).astype(np.uint16)  # unknown types: no flags
 
 def _meta_id(md: dict, key: str, n_vocab: int, default):
     "A token id from the metadata; an id outside the vocabulary keeps the default, as llama.cpp does."
@@ -297,7 +342,7 @@ class Vocab:
         if not all(tokens): tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]   # rare: copy then only
         self.tokens = tokens
         types = _meta_list(md, "tokenizer.ggml.token_type", n, int) if "tokenizer.ggml.token_type" in md else None
-        self.attrs = _attrs_of_types(types, n)             # TokenAttr flags, a uint8 per token
+        self.attrs = _attrs_of_types(types, n)             # TokenAttr flags, a uint16 per token
         self._token_id = None                              # text -> id, built on first use (see `token_id`)
         self._setup_model(md)
         self._setup_special(md)
@@ -337,7 +382,7 @@ def _setup_model(self: Vocab, md):
         # Only Llama 3's ignore_merges looks words up by text; otherwise the dict is no longer needed
         if not self.pre.ignore_merges: self._token_id = None
         self.bos, self.eos, self.unk = 11, 11, -1
-        self.add_bos, self.add_eos = self.pre.name == "llama-bpe", False
+        self.add_bos, self.add_eos = self.pre.add_bos, False
         self.add_space_prefix, self.clean_spaces = False, self.pre.clean_spaces
         self._word_cache = {}
     else:
@@ -393,6 +438,16 @@ def _setup_special(self: Vocab, md):
         eog.discard(texts["</s>"]); attrs[texts["</s>"]] = _NORMAL
     self.eog_ids = frozenset(eog)
     special = np.flatnonzero(attrs & _SPECIAL).tolist()
+    name = md.get("general.name")
+    name = name.encode("utf-8", "surrogateescape").lower() if isinstance(name, str) else b""   # ASCII-only, as C's tolower
+    if b"phi-3" in name or b"phi3" in name:
+        attrs[special] |= _RSTRIP
+        ids = self._ids_of(("</s>", "<unk>", "<s>", "<|endoftext|>"))
+        if "</s>" in ids: attrs[ids["</s>"]] |= _RSTRIP
+        for t in ("<unk>", "<s>", "<|endoftext|>"):
+            if t in ids: attrs[ids[t]] &= 0xFFFF ^ _RSTRIP
+    self._lstrip = frozenset(np.flatnonzero(attrs & _LSTRIP).tolist())
+    self._rstrip = frozenset(np.flatnonzero(attrs & _RSTRIP).tolist())
     special.sort(key=lambda i: -len(self.tokens[i].encode("utf-8", "surrogateescape")))
     self._specials_all = [(self.tokens[i], i) for i in special]
     self._specials_user = [(t, i) for t, i in self._specials_all if not attrs[i] & (_CONTROL | _UNKNOWN)]
@@ -462,7 +517,7 @@ class Tokenizer(Vocab):
         if add_special and self.add_bos and self.bos >= 0: ids.append(self.bos)
         specials = self._specials_all if parse_special else self._specials_user
         prev_special = True                               # SentencePiece: a space before the first fragment
-        for frag in split_special(text, specials):
+        for frag in split_special(text, specials, lstrip=self._lstrip, rstrip=self._rstrip):
             if isinstance(frag, int): ids.append(frag); prev_special = True; continue
             if self.model == "llama" and self.add_space_prefix and prev_special: frag = " " + frag
             self._encode_fragment(frag, ids)

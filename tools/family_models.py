@@ -55,6 +55,44 @@ def sp_vocab(n_vocab: int):
     return tokens, scores, types
 
 
+# ---------------------------------------------------------------- vocabulary-only files (tokenizer and chat fixtures)
+# sp_vocab plus a chat family's special tokens (CONTROL, score 0), for tools/make_chat_fixtures.py and
+# tools/make_tokenizer_fixtures.py: general.name "Phi-3 ..." turns on llama.cpp's Phi-3 rule (its special tokens
+# take the whitespace after them), which is why that vocabulary has <|endoftext|> (llama.cpp looks it up by text)
+CHAT_VOCABS = {   # family: (general.architecture, general.name, added special tokens, BOS text, EOS text)
+    "llama3": ("llama", "llmbook llama3 test vocab",
+               ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+               "<|begin_of_text|>", "<|eot_id|>"),
+    "phi3": ("phi3", "Phi-3 mini (llmbook test vocab)",
+             ["<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>"], "<s>", "<|endoftext|>"),
+    "mistral": ("llama", "llmbook mistral test vocab", ["[INST]", "[/INST]"], "<s>", "</s>"),
+}
+
+def chat_vocab_metadata(family: str, n_vocab: int = 512) -> dict:
+    "The tokenizer metadata (and general.*) of CHAT_VOCABS[family]: sp_vocab(n_vocab) then the family's special tokens."
+    arch, name, specials, bos, eos = CHAT_VOCABS[family]
+    tokens, scores, types = sp_vocab(n_vocab)
+    tokens, scores, types = tokens + specials, scores + [0.0] * len(specials), types + [3] * len(specials)
+    return {"general.architecture": arch, "general.name": name, "tokenizer.ggml.model": "llama",
+            "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types,
+            "tokenizer.ggml.bos_token_id": tokens.index(bos), "tokenizer.ggml.eos_token_id": tokens.index(eos),
+            "tokenizer.ggml.unknown_token_id": 0, "tokenizer.ggml.add_bos_token": True,
+            "tokenizer.ggml.add_eos_token": False}
+
+def write_vocab(path, metadata: dict, types: dict | None = None) -> Path:
+    """A GGUF with `metadata` and no tensors (llama.cpp loads it with vocab_only=True), written by llmbook's GGUFWriter.
+    `types`: key -> GGUFValueType (or array spec) where inference is not enough; token ids are written UINT32,
+    scores FLOAT32 and token types INT32 arrays as converted files have them."""
+    from llmbook.gguf import GGUFWriter, GGUFValueType as T
+    fixed = {"tokenizer.ggml.scores": (T.ARRAY, T.FLOAT32), "tokenizer.ggml.token_type": (T.ARRAY, T.INT32)}
+    w = GGUFWriter(path, arch=metadata["general.architecture"])
+    for k, v in metadata.items():
+        if k == "general.architecture": continue
+        t = (types or {}).get(k) or fixed.get(k) or (T.UINT32 if k.endswith("_token_id") else None)
+        w.add(k, v, t)
+    return w.write()
+
+
 # ---------------------------------------------------------------- IQ4 blocks (simple rounding)
 def _f16(x) -> np.ndarray: return np.asarray(x, np.float32).astype(np.float16)
 
