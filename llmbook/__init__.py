@@ -10,3 +10,4 @@ from .sampling import Sampler, SamplerSettings
 from .generate import load, LLM, Session, Completion, ChatTemplateError, render_chat, TokenStep, Stream
 from .quantize import quantize_model, quantize_plan, measure, file_type
 from .hf import convert, export_hf   # also lets llmbook.load open checkpoint directories and hub names (chapter 14)
+from .serve import make_app   # `llmbook serve` (chapter 13); FastAPI and uvicorn are imported only when serving
