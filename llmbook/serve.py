@@ -109,9 +109,13 @@ def request_models() -> dict:
     return ns
 
 # %% ../nbs/13_serve.ipynb #0b38dc3a
+_UNION_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}   # pydantic's names for the members of a union
+
 def _validation_message(err: dict) -> tuple[str, str]:
-    "One pydantic error as (param, message)."
-    param = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("function-after",))))
+    "One pydantic error as (param, message); `param` as OpenAI writes it, `messages.0.content`."
+    loc = list(err["loc"])
+    while loc and isinstance(loc[-1], str) and (loc[-1] in _UNION_TAGS or "[" in loc[-1]): loc.pop()
+    param = ".".join(str(p) for p in loc)
     if err["type"] == "extra_forbidden":
         return param, f"unknown field '{param}': this server does not know it (check the spelling)"
     if err["type"] == "missing": return param, f"'{param}' is required"
@@ -163,8 +167,8 @@ def sampling_kwargs(req, n_vocab: int, chat: bool) -> dict:
     for name in ("presence_penalty", "frequency_penalty"):
         if (v := _in_range(req, name, -2, 2, 0.0)): _needs(name, name); kw[name] = float(v)
     if req.logit_bias:
-        _needs("logit_bias", "logit_bias")
         kw["logit_bias"] = _logit_bias(req.logit_bias, n_vocab)
+        _needs("logit_bias", "logit_bias")
     k = _logprobs_wanted(req, chat)
     if k is not None: _needs("logprobs", "logprobs"); kw["logprobs"] = k
     kw.update(_structured(req))
