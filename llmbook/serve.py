@@ -59,6 +59,7 @@ SAMPLING_FIELDS = {
     "min_p": (Num | None, None),
     "repeat_penalty": (Num | None, None),
     "grammar": (str | None, None),
+    "cache_prompt": (bool | None, None),           # llama-server's: reuse a slot's cached prefix (default true)
 }
 
 # %% ../nbs/13_serve.ipynb #1285ceab
@@ -351,6 +352,7 @@ class Job:
     "One request's generation: its prompt, `Session.generate`'s arguments, and what the server measured."
     ids: list
     kwargs: dict
+    reuse: bool = True              # keep the slot's cached prefix (request field cache_prompt)
     cancel: threading.Event = field(default_factory=threading.Event)
     n_cached: int = 0               # prompt tokens found in the slot's cache (not run again)
     t_start: float = field(default_factory=time.perf_counter)
@@ -361,7 +363,8 @@ def _generate(pool: SlotPool, slot: Slot, job: Job, put):
     "Thread body: generate `job` in `slot`, `put` each event, then give the slot back."
     s = slot.session
     try:
-        s.reuse_prefix(job.ids)
+        if job.reuse: s.reuse_prefix(job.ids)
+        else: s.reset(); s.pending = list(job.ids)       # the whole prompt runs, from position 0
         job.n_cached = len(job.ids) - len(s.pending)
         stream = s.generate([], stream=True, details=True, cancel=job.cancel, **job.kwargs)
         for step in stream:
@@ -460,7 +463,7 @@ async def prepare(request, model: LLM, pool: SlotPool, kind: str):
     kwargs = sampling_kwargs(req, model.config.n_vocab, chat=kind == "chat")
     ids = await asyncio.to_thread(chat_ids if kind == "chat" else completion_ids, model, req)
     check_fits(ids, pool.n_ctx)
-    return req, Job(ids, kwargs)
+    return req, Job(ids, kwargs, reuse=req.cache_prompt is not False)
 
 # %% ../nbs/13_serve.ipynb #aaf24d04
 async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job):
