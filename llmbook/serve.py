@@ -360,8 +360,8 @@ class Job:
     slot: int | None = None
 
 def _generate(pool: SlotPool, slot: Slot, job: Job, put):
-    "Thread body: generate `job` in `slot`, `put` each event, then give the slot back."
-    s = slot.session
+    "Thread body: generate `job` in `slot`, `put` each event; give the slot back, then `put` the last event."
+    s, last = slot.session, ("error", RuntimeError("the generation thread stopped"))
     try:
         if job.reuse: s.reuse_prefix(job.ids)
         else: s.reset(); s.pending = list(job.ids)       # the whole prompt runs, from position 0
@@ -370,11 +370,12 @@ def _generate(pool: SlotPool, slot: Slot, job: Job, put):
         for step in stream:
             if job.t_first is None: job.t_first = time.perf_counter()
             put(("step", step))
-        put(("done", stream.result))
+        last = ("done", stream.result)
     except Exception as e:                               # to the client as an error, never a dead thread
-        put(("error", e))
+        last = ("error", e)
     finally:
         pool.loop.call_soon_threadsafe(pool.release, slot)
+        put(last)
 
 # %% ../nbs/13_serve.ipynb #3f1121d0
 @patch
