@@ -21,7 +21,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['llmbook', 'llmbook.*']),
     include_package_data=True,
     install_requires=cfg['requirements'].split(),
-    extras_require={'dev': cfg['dev_requirements'].split()},
+    extras_require={'dev': cfg['dev_requirements'].split(), 'serve': cfg['serve_requirements'].split()},
     entry_points={
         'console_scripts': cfg['console_scripts'].split(),
         'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"],

@@ -11,6 +11,7 @@ from .kvcache import ContextFullError
 from .model import default_model_path
 from .tokenizer import Tokenizer
 from .generate import load
+from .grammar import as_grammar
 from .engine import benchmark, numba_cache_stats
 from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
 from .int8 import KERNEL_SETS, KERNEL_SET_NAMES, kernel_set
@@ -124,16 +125,65 @@ def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
     p.add_argument("--min-p", type=float, default=0.05,
                    help="... among tokens at least this times as likely as the best (0: off; default 0.05)")
     p.add_argument("--repeat-penalty", type=float, default=1.0,
-                   help="penalise the last 64 tokens (1: off, the default)")
+                   help="divide the logits of recent tokens by this (1: off, the default)")
+    p.add_argument("--presence-penalty", type=float, default=0.0,
+                   help="subtract this from the logits of recent tokens (0: off, the default)")
+    p.add_argument("--frequency-penalty", type=float, default=0.0,
+                   help="subtract this times a recent token's count (0: off, the default)")
+    p.add_argument("--penalty-last-n", type=int, default=64, metavar="N",
+                   help="the penalties look at the last N tokens (0: none, -1: all; default 64)")
+    p.add_argument("--logit-bias", action="append", default=[], metavar="ID=BIAS", type=_logit_bias,
+                   help="add BIAS to token ID's logit (-inf bans it; repeatable)")
+    p.add_argument("--logprobs", type=int, default=None, metavar="N",
+                   help="print each token's log-probability and the N best alternatives to stderr (JSON lines)")
+    p.add_argument("--grammar", default=None, metavar="FILE",
+                   help="constrain the output to a GBNF grammar (llama.cpp's syntax) read from FILE")
+    p.add_argument("--json-schema", default=None, metavar="FILE_OR_JSON",
+                   help="constrain the output to JSON valid for this JSON Schema (a file, or the JSON itself; "
+                        "'{\"type\": \"object\"}' is any JSON object)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random draws (default 0)")
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="stop before this text (repeatable)")
     p.add_argument("--verbose", "-v", action="store_true",
                    help="print prefill and decode speed (tokens/s) to stderr")
 
+def _logit_bias(text: str) -> tuple:
+    "`ID=BIAS` as (id, bias); `-inf` bans the token."
+    tid, sep, bias = text.partition("=")
+    try:
+        if not sep: raise ValueError
+        value = float(bias)
+        if value != value or value == float("inf"): raise ValueError
+        return int(tid), value
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expecting ID=BIAS (a token id, a number or -inf), got {text!r}") from None
+
+def _read_constraint(args) -> dict:
+    "The grammar or JSON Schema the options name, read once (before the model loads, so a typo fails fast)."
+    if args.grammar is not None and args.json_schema is not None:
+        raise ValueError("give --grammar or --json-schema, not both")
+    out = {}
+    if args.grammar is not None: out["grammar"] = Path(args.grammar).read_text()
+    if args.json_schema is not None:
+        spec = args.json_schema
+        text = spec if spec.lstrip().startswith(("{", "[", "true")) else Path(spec).read_text()
+        out["json_schema"] = text
+    if out: as_grammar(**out)                               # parse now: errors before the model loads
+    return out
+
 def _sampling(args) -> dict:
     return dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed, stop=args.stop)
+                min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed, stop=args.stop,
+                presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty,
+                penalty_last_n=args.penalty_last_n, logit_bias=dict(args.logit_bias) or None,
+                logprobs=args.logprobs, **_read_constraint(args))
+
+def _print_logprobs(c, tokenizer):
+    "One JSON line per generated token on stderr: the token, its text, its log-probability, the best alternatives."
+    for tid, lp, top in c.logprobs or ():
+        piece = lambda t: tokenizer.token_to_piece(t).decode("utf-8", "backslashreplace")
+        print(json.dumps({"id": tid, "piece": piece(tid), "logprob": round(lp, 5),
+                          "top": [[t, piece(t), round(x, 5)] for t, x in top]}, ensure_ascii=False), file=sys.stderr)
 
 # %% ../nbs/12_cli.ipynb #ac1c95a8
 def _load(args):
@@ -162,9 +212,11 @@ def generate_args(p: argparse.ArgumentParser):
 def run_generate(args) -> int:
     "Print the completion of the prompt as it is made, then a newline."
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    options = _sampling(args)
     m = _load(args)
-    c = _write_stream(m.generate(prompt, stream=True, ignore_eos=args.ignore_eos, **_sampling(args)))
+    c = _write_stream(m.generate(prompt, stream=True, ignore_eos=args.ignore_eos, **options))
     print(flush=True)
+    _print_logprobs(c, m.tokenizer)
     if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
     return 0
 
@@ -180,6 +232,7 @@ def chat_args(p: argparse.ArgumentParser):
 
 def run_chat(args) -> int:
     "Answer each line of stdin in one conversation, until an empty line or the end of input."
+    options = _sampling(args)
     m = _load(args)
     session, interactive = m.session(), sys.stdin.isatty()
     if interactive: print("llmbook chat: an empty line or Ctrl-D quits, /reset starts over", file=sys.stderr)
@@ -192,10 +245,11 @@ def run_chat(args) -> int:
             session.reset(); print("llmbook: (new conversation)", file=sys.stderr); continue
         message = [{"role": "user", "content": text}]
         if args.system and not session.messages: message.insert(0, {"role": "system", "content": args.system})
-        try: c = _write_stream(session.chat(message, stream=True, **_sampling(args)))
+        try: c = _write_stream(session.chat(message, stream=True, **options))
         except ContextFullError as e:
             print(f"llmbook chat: {e} (/reset starts a new conversation)", file=sys.stderr); continue
         print(flush=True)
+        _print_logprobs(c, m.tokenizer)
         if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
 
 COMMANDS["chat"] = (chat_args, run_chat, "chat with a model, one message per line of stdin")

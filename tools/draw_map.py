@@ -49,10 +49,12 @@ CHAPTERS = {
     "10_quantize":  ("quantizing the file: a smaller model", ["file", "tensors", "floats", "quantize"]),
     "11_demo":      ("the demo: an app around generation", ["frame", "text", "decode", "sampler", "loop"]),
     "12_cli":       ("the llmbook command", ["frame", "text", "decode", "file"]),
+    "13_serve":     ("the server: the whole loop behind OpenAI's HTTP API", ["frame", "text", "decode", "sampler", "loop"]),
     "14_hf":        ("Hugging Face checkpoints become the GGUF file", ["file", "tensors"]),
 }
 FRAME_LABEL = {"11_demo": "11 · an app around the loop: a prompt box, the sampler's settings, the text as it streams out",
-               "12_cli": "12 · llmbook generate | chat | tokenize | inspect | bench | quantize | perplexity"}
+               "12_cli": "12 · llmbook generate | chat | tokenize | inspect | bench | quantize | perplexity",
+               "13_serve": "13 · llmbook serve: HTTP requests -> a slot's session -> the loop -> server-sent events"}
 
 def facts():
     "The numbers the map shows, read from the default model."
