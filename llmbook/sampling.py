@@ -134,8 +134,10 @@ class SamplerSettings:
     logit_bias: tuple = ()          # ((token id, bias), ...) added to the logits first; a dict works too
 
     def __post_init__(self):
-        if isinstance(self.logit_bias, dict):              # kept as a sorted tuple: settings stay hashable
-            object.__setattr__(self, "logit_bias", tuple(sorted(self.logit_bias.items())))
+        lb = self.logit_bias                               # kept as a tuple of pairs: settings stay hashable
+        if isinstance(lb, dict): lb = lb.items()
+        if isinstance(lb, (list, tuple, type({}.items()))) and all(isinstance(e, (list, tuple)) for e in lb):
+            object.__setattr__(self, "logit_bias", tuple(tuple(e) for e in lb))
         _check_settings(self)
 
     @property

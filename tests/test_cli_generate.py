@@ -148,3 +148,51 @@ def test_readme_quick_start_default_model(smollm2_path):
     r = llmbook("generate", "--max-tokens", case["n_clear"], case["prompt"])
     assert r.returncode == 0, r.stderr
     assert r.stdout == case["text"] + "\n"
+
+
+def test_generate_penalties_bias_and_logprobs(tiny):
+    args = ["--model", tiny, "-n", "16", "--temperature", "0.8", "--seed", "3", "--presence-penalty", "0.5",
+            "--frequency-penalty", "0.3", "--penalty-last-n", "-1", "--logit-bias", "5=-inf", "--logit-bias", "7=2.5",
+            "--ignore-eos"]
+    r = llmbook("generate", *args, "the cat")
+    want = load(tiny).generate("the cat", max_tokens=16, temperature=0.8, seed=3, presence_penalty=0.5,
+                               frequency_penalty=0.3, penalty_last_n=-1, logit_bias={5: float("-inf"), 7: 2.5},
+                               ignore_eos=True)
+    assert r.returncode == 0 and r.stdout == want + "\n", r.stderr
+    r = llmbook("generate", *args, "--logprobs", "2", "the cat")
+    lines = [json.loads(x) for x in r.stderr.splitlines() if x.startswith("{")]
+    assert r.stdout == want + "\n" and [x["id"] for x in lines] == want.tokens
+    assert all(len(x["top"]) == 2 and x["logprob"] <= 0 for x in lines)
+
+
+def test_generate_grammar_and_json_schema(tiny, tmp_path):
+    from llmbook.grammar import Grammar, json_schema_to_grammar
+    g = tmp_path / "g.gbnf"
+    g.write_text('root ::= "The " [a-z]{1,8} (" " [a-z]{1,8}){0,3} "."   # a sentence\n')
+    r = llmbook("generate", "--model", tiny, "-n", "60", "--grammar", g, "Say:")
+    assert r.returncode == 0 and Grammar(g.read_text()).accepts_text(r.stdout[:-1], complete=False), r.stdout
+    schema = '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}'
+    r = llmbook("generate", "--model", tiny, "-n", "40", "--json-schema", schema, "--temperature", "0.9", "x")
+    assert r.returncode == 0 and Grammar(json_schema_to_grammar(schema)).accepts_text(r.stdout[:-1], complete=False)
+    (tmp_path / "s.json").write_text(schema)
+    r2 = llmbook("generate", "--model", tiny, "-n", "40", "--json-schema", tmp_path / "s.json", "--temperature", "0.9", "x")
+    assert r2.stdout == r.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--grammar", "/nonexistent.gbnf"], ["no such file"]),
+    (["--json-schema", '{"type": "string", "pattern": "a"}'], ["pattern"]),
+    (["--json-schema", '{"type": '], ["not valid JSON"]),
+    (["--logit-bias", "5"], ["ID=BIAS"]), (["--logit-bias", "x=1"], ["ID=BIAS"]), (["--logit-bias", "5=inf"], ["ID=BIAS"]),
+    (["--logit-bias", "99999999=1"], ["outside the vocabulary"]), (["--logprobs", "50"], ["logprobs"]),
+    (["--penalty-last-n", "-2"], ["penalty_last_n"]),
+])
+def test_generate_bad_constraint_arguments(tiny, args, words):
+    one_error_line(llmbook("generate", "--model", tiny, *args, "hi"), *words)
+
+
+def test_grammar_file_errors_name_line_and_column(tiny, tmp_path):
+    g = tmp_path / "bad.gbnf"
+    g.write_text('root ::= item\nitem ::= "a" | [b-\n')
+    one_error_line(llmbook("generate", "--model", tiny, "--grammar", g, "hi"), "line 2, column 16", "character class")
+    one_error_line(llmbook("generate", "--model", tiny, "--grammar", g, "--json-schema", "{}", "hi"), "not both")

@@ -267,3 +267,78 @@ def test_load_errors(tmp_path):
     with pytest.raises(FileNotFoundError): load(tmp_path / "missing.gguf")
     (tmp_path / "notes.txt").write_text("not a model")
     with pytest.raises(ValueError): load(tmp_path / "notes.txt")
+
+
+# ---------------------------------------------------------------- issue 16: knobs, logprobs, grammars
+@pytest.mark.parametrize("knobs", [
+    dict(temperature=0.0, presence_penalty=1.5, frequency_penalty=0.5, penalty_last_n=-1),
+    dict(temperature=0.9, seed=2, presence_penalty=0.7, penalty_last_n=8, logit_bias={65: 3.0, 66: float("-inf")}),
+    dict(temperature=0.0, logit_bias={t: float("-inf") for t in range(0, 200)}),
+])
+def test_new_knobs_match_bare_loop(tiny, knobs):
+    ids = tiny.tokenizer.encode("hello", add_special=True)
+    c = tiny.generate(ids, max_tokens=16, ignore_eos=True, **knobs)
+    s = dict(knobs); s["logit_bias"] = s.get("logit_bias") or ()
+    eog = np.array(sorted(tiny.tokenizer.eog_ids))
+    cache, history, out = tiny.new_cache(), list(ids), []
+    sampler = Sampler(SamplerSettings(**s))
+    logits = tiny.forward(ids, cache)[-1]
+    while len(out) < 16:
+        logits[eog] = -np.inf
+        t = sampler.sample(logits, history); out.append(t); history.append(t)
+        logits = tiny.forward([t], cache)[-1]
+    assert c.tokens == out
+    if "logit_bias" in knobs and len(knobs["logit_bias"]) > 100: assert min(c.tokens) >= 200
+
+
+def test_logprobs_are_the_models_log_softmax(tiny):
+    ids = tiny.tokenizer.encode("abc", add_special=True)
+    c = tiny.generate(ids, max_tokens=5, temperature=0.8, seed=1, logprobs=4, repeat_penalty=1.5)
+    assert c.logprobs is not None and len(c.logprobs) == len(c.tokens)
+    x = tiny.logits(ids + c.tokens).astype(np.float64)
+    lsm = x - x.max(1, keepdims=True)
+    lsm -= np.log(np.exp(lsm).sum(1, keepdims=True))
+    for i, (tid, lp, top) in enumerate(c.logprobs):
+        row = lsm[len(ids) - 1 + i]
+        assert tid == c.tokens[i] and abs(lp - row[tid]) < 1e-3
+        assert [t for t, _ in top] == list(np.argsort(-row, kind="stable")[:4])
+        assert np.allclose([v for _, v in top], np.sort(row)[::-1][:4], atol=1e-3)
+    assert tiny.generate(ids, max_tokens=2).logprobs is None
+    steps = [s for s in tiny.generate(ids, max_tokens=3, logprobs=2, stream=True, details=True) if s.token is not None]
+    assert all(s.logprob is not None and len(s.top_logprobs) == 2 for s in steps)
+
+
+@pytest.mark.parametrize("grammar", [
+    'root ::= [a-z]{2,4} "é" [^a-z\\x00-\\x1F]{1,3} "→" "."',
+    'root ::= ("ab" | "ü" [0-9]) ("," " "? [0-9a-f]{1,2})* "!"',
+])
+def test_grammar_on_a_byte_vocabulary(tiny, grammar):
+    "Tokens are single bytes here: every multi-byte character is split, so the partial-UTF-8 states do the work."
+    from llmbook.grammar import Grammar, GrammarMatcher
+    g = Grammar(grammar)
+    for seed in range(6):
+        c = tiny.generate("x", max_tokens=40, grammar=grammar, seed=seed, **HOT)
+        # checked on the bytes, as llama.cpp's matcher reads them: like llama.cpp it decodes UTF-8 without checking
+        # for overlong forms or code points past U+10FFFF, so a negated class can let such bytes through
+        state = g.step_bytes(g.start_state, tiny.tokenizer.decode_bytes(c.tokens))
+        assert state >= 0 and g.end_ok[state] and (c.stop_reason != "eos" or g.eog_ok[state]), str(c)
+        if "\ufffd" not in str(c) and c.stop_reason == "eos": assert g.accepts_text(str(c))
+    m = GrammarMatcher(g, tiny.tokenizer)                       # the trie walk = each token checked on its own
+    for t in c.tokens[:-1]:
+        mask = m.mask()
+        assert (mask == np.array([m.allows(i) for i in range(tiny.tokenizer.n_vocab)])).all()
+        m.accept(t)
+
+
+def test_chat_json_schema_and_bad_constraints(tiny):
+    from llmbook.grammar import Grammar, GrammarError, json_schema_to_grammar
+    schema = {"type": "object", "properties": {"k": {"enum": ["x", "y"]}}, "required": ["k"]}
+    s = tiny.session()
+    c = s.chat("hi", max_tokens=30, json_schema=schema, **HOT)
+    assert Grammar(json_schema_to_grammar(schema)).accepts_text(str(c), complete=c.stop_reason == "eos")
+    before = [dict(m) for m in s.messages]
+    with pytest.raises(GrammarError): s.chat("again", grammar='root ::= "a')
+    with pytest.raises(GrammarError): s.chat("again", json_schema={"type": "string", "format": "date"})
+    with pytest.raises(ValueError): s.chat("again", grammar='root ::= "a"', json_schema={})
+    with pytest.raises(ValueError): s.chat("again", logit_bias={"x": 1.0})
+    assert s.messages == before

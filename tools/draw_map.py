@@ -43,6 +43,7 @@ CHAPTERS = {
     "06a_engine":   ("the fast engine: the same forward pass on the kernels", FORWARD),
     "07_tokenizer": ("the tokenizer: text to token ids, and back", ["text", "encode", "ids", "decode"]),
     "08_sampling":  ("the sampler: from the logits to one token", ["logits", "sampler", "next"]),
+    "08a_grammar":  ("a grammar's token mask on the logits, before the sampler", ["logits", "sampler"]),
     "09_generate":  ("the generation loop: the whole cycle, back to the input",
                      ["text", "encode", "ids", "embed", "block", "final_norm", "out_proj", "logits", "sampler", "next",
                       "decode", "loop"]),

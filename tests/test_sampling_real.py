@@ -1,0 +1,66 @@
+"""The sampler chain on the real model against llama.cpp (tests/fixtures/sampling_smollm2.json, made by
+tools/make_sampling_fixtures.py --smollm2): generations with a seed, logit bias and presence/frequency/repeat
+penalties through `generate` give llama.cpp's tokens. Our logits differ from llama.cpp's by float rounding, so a
+pick is compared only while every earlier one was safe: the draw's u at least SAFE_P from the edges of the chosen
+token's probability interval (sampled), or the best logit at least SAFE_LOGIT above the second (greedy). And every
+safe pick whose candidates (after the filters) are llama.cpp's is compared with the context forced to llama.cpp's
+tokens (our sampler, our logits, llama.cpp's history): a candidate near a filter's cut-off changes every interval."""
+import hashlib, math
+import numpy as np
+import pytest
+from conftest import load_fixture
+from llmbook.generate import load, _bias
+from llmbook.sampling import Sampler, SamplerSettings
+
+SAFE_P, SAFE_LOGIT = 0.03, 0.5     # the greedy fixtures' margin: Q4_1 logits differ by up to a few tenths
+
+@pytest.fixture(scope="module")
+def smol(smollm2_path): return load(smollm2_path, n_ctx=512)
+
+FIX = load_fixture("sampling_smollm2.json")
+
+def n_safe(case):
+    bar = SAFE_LOGIT if case["settings"]["temperature"] == 0 else SAFE_P
+    return next((i for i, s in enumerate(case["safety"]) if s < bar), len(case["safety"]))
+
+@pytest.mark.parametrize("case", FIX["cases"], ids=[c["prompt"][:20] for c in FIX["cases"]])
+def test_same_tokens_as_llama_cpp(smol, case):
+    s = dict(case["settings"])
+    s.pop("min_keep")
+    s["logit_bias"] = {t: b for t, b in s["logit_bias"]} or None
+    c = smol.generate(case["ids"], max_tokens=len(case["tokens"]), ignore_eos=True, **s)
+    n = n_safe(case)
+    assert c.tokens[:n] == case["tokens"][:n], (c.tokens, case["tokens"])
+
+@pytest.mark.parametrize("case", FIX["cases"], ids=[c["prompt"][:20] for c in FIX["cases"]])
+def test_each_safe_pick_with_llama_cpp_history(smol, case):
+    s = dict(case["settings"])
+    s.pop("min_keep")
+    s["logit_bias"] = _bias({t: b for t, b in s["logit_bias"]})
+    smp, sess, history = Sampler(SamplerSettings(**s)), smol.session(), list(case["ids"])
+    bar = SAFE_LOGIT if s["temperature"] == 0 else SAFE_P
+    logits, checked = sess.extend(case["ids"]), 0
+    for want, safety, cands in zip(case["tokens"], case["safety"], case["candidates_sha"]):
+        got = smp.sample(logits, history)
+        ids = np.sort(smp.last_candidates[0]).astype(np.int64) if s["temperature"] else np.arange(len(logits))
+        same = hashlib.sha256(ids.tobytes()).hexdigest()[:16] == cands
+        if safety >= bar and same: assert got == want, (len(history), got, want); checked += 1
+        history.append(want)
+        logits = sess.extend([want])
+    print(f"{case['prompt'][:30]!r}: {checked}/{len(case['tokens'])} picks checked")
+    assert checked >= 10, checked
+
+def test_fixture_has_each_knob():
+    s = [c["settings"] for c in FIX["cases"]]
+    assert any(x["logit_bias"] and any(math.isinf(b) for _, b in x["logit_bias"]) for x in s)
+    assert any(x["presence_penalty"] and x["frequency_penalty"] for x in s)
+    assert any(x["penalty_last_n"] == -1 for x in s) and any(x["temperature"] == 0 for x in s)
+
+def test_full_sequences_report(smol):
+    "How many tokens in a row match in full (not only the safe part): printed, asserted only for the safe part."
+    for case in FIX["cases"]:
+        s = dict(case["settings"]); s.pop("min_keep")
+        s["logit_bias"] = {t: b for t, b in s["logit_bias"]} or None
+        c = smol.generate(case["ids"], max_tokens=len(case["tokens"]), ignore_eos=True, **s)
+        same = next((i for i, (a, b) in enumerate(zip(c.tokens, case["tokens"])) if a != b), len(case["tokens"]))
+        print(f"{case['prompt'][:30]!r}: {same}/{len(case['tokens'])} tokens the same, {n_safe(case)} safe")
