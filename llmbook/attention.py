@@ -6,7 +6,7 @@
 __all__ = ['FAST', 'LOG2E', 'BK', 'BT', 'VT_MIN_ROWS', 'CHUNK', 'GELU_C', 'GELU_2C', 'rms_norm', 'rmsnorm', 'add_rmsnorm',
            'rope_freqs', 'rope_cos_sin', 'apply_rope', 'softmax', 'attention_mask', 'attention', 'pow2i', 'exp2',
            'fmax', 'row_max', 'dots', 'axpys', 'softmax_tile', 'first_key', 'tiled_attention', 'silu', 'gelu_tanh',
-           'swiglu', 'geglu_tanh', 'silu_mul', 'gelu_mul', 'swiglu_stacked', 'geglu_stacked']
+           'swiglu', 'geglu_tanh', 'sigmoid', 'silu_mul', 'gelu_mul', 'swiglu_stacked', 'geglu_stacked']
 
 # %% ../nbs/04_attention.ipynb #a14fc4f5
 import math
@@ -402,32 +402,40 @@ def geglu_tanh(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     return gelu_tanh(gate) * up
 
 # %% ../nbs/04_attention.ipynb #9bed89be
-@njit(cache=True, fastmath=FAST)
+@njit(fastmath=FAST, inline="always")
+def sigmoid(t):
+    "1 / (1 + exp(-t)), with exp(-|t|) from `exp2` (in (0, 1]: no overflow, and a loop over it vectorizes)."
+    e = exp2(-abs(t) * LOG2E)
+    return (np.float32(1) if t >= 0 else e) / (np.float32(1) + e)
+
+@njit(cache=True, fastmath=FAST, error_model="numpy")   # "/" without a zero check: the loop vectorizes
 def silu_mul(gate, up, out):
-    "out = silu(gate) * up = gate / (1 + exp(-gate)) * up, elementwise (SwiGLU)."
+    "out = silu(gate) * up = gate sigmoid(gate) up, elementwise (SwiGLU)."
     g, u, o = gate.reshape(-1), up.reshape(-1), out.reshape(-1)
-    for i in range(g.size): o[i] = g[i] / (np.float32(1) + np.exp(-g[i])) * u[i]
+    for i in range(g.size): o[i] = g[i] * sigmoid(g[i]) * u[i]
 
-GELU_2C = np.float32(-2 * np.sqrt(2 / np.pi))   # 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+GELU_2C = np.float32(2 * np.sqrt(2 / np.pi))   # 0.5 (1 + tanh(u)) = sigmoid(2u), 2u = GELU_2C (x + 0.044715 x^3)
 
-@njit(cache=True, fastmath=FAST)
+@njit(cache=True, fastmath=FAST, error_model="numpy")
 def gelu_mul(gate, up, out):
     "out = gelu_tanh(gate) * up, elementwise (GeGLU with the tanh approximation, as Gemma and ggml use)."
     g, u, o = gate.reshape(-1), up.reshape(-1), out.reshape(-1)
     for i in range(g.size):
         x = g[i]
-        o[i] = x / (np.float32(1) + np.exp(GELU_2C * (x + np.float32(0.044715) * x * x * x))) * u[i]
+        o[i] = x * sigmoid(GELU_2C * (x + np.float32(0.044715) * x * x * x)) * u[i]
 
 @njit(cache=True, fastmath=FAST, parallel=True)
 def swiglu_stacked(gate_up, out):
     "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = silu(gate) * up, rows in parallel."
     n_ff = out.shape[1]
-    for t in prange(out.shape[0]):
-        silu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
+    if out.shape[0] == 1: silu_mul(gate_up[0, :n_ff], gate_up[0, n_ff:], out[0])    # one token: no threads to start
+    else:
+        for t in prange(out.shape[0]): silu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
 
 @njit(cache=True, fastmath=FAST, parallel=True)
 def geglu_stacked(gate_up, out):
     "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = gelu_tanh(gate) * up, rows in parallel."
     n_ff = out.shape[1]
-    for t in prange(out.shape[0]):
-        gelu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
+    if out.shape[0] == 1: gelu_mul(gate_up[0, :n_ff], gate_up[0, n_ff:], out[0])
+    else:
+        for t in prange(out.shape[0]): gelu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])

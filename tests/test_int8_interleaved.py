@@ -52,3 +52,15 @@ def test_repack_can_be_turned_off():
             "print(type(block_matrix(random_qtensor('Q4_K', (16, 256), 1))).__name__)")
     env = dict(os.environ, LLMBOOK_REPACK="0")
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip() == "BlockMatrix"
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 130])
+def test_q4_1_row_pairs(rows):
+    """Q4_1's matrix x vector kernel takes two rows a task (the last one repeated for an odd count): each row's blocks in
+    order into one accumulator, as the batch kernel adds them, so one token alone and in a batch are the same bits."""
+    qt = random_qtensor("Q4_1", (rows, 576), rows)
+    m = BlockMatrix(qt)
+    X = np.random.default_rng(rows).standard_normal((3, 576)).astype(np.float32)
+    alone, batch = np.stack([m.matvec(x) for x in X]), m.matmul(X)
+    np.testing.assert_array_equal(alone, batch)
+    W = dequantize(qt).reshape(rows, 576)
+    assert np.abs(alone - X @ W.T).max() < 0.02 * np.abs(X @ W.T).max()
