@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['MODEL_SOURCES', 'STOP_REASONS', 'MAX_LOGPROBS', 'model_file', 'LLM', 'load', 'StopMatcher', 'Completion', 'TokenStep',
-           'Stream', 'ChatTemplateError', 'check_messages', 'render_chat', 'Session', 'SessionSnapshot', 'logits_lp']
+           'Stream', 'ChatTemplateError', 'check_messages', 'render_chat', 'Session', 'SessionSnapshot',
+           'common_prefix', 'logits_lp']
 
 # %% ../nbs/09_generate.ipynb #9570c296
 import json, threading, time
@@ -256,7 +257,8 @@ def _token_ids(prompt) -> list:
         raise ValueError(f"a prompt must be text or a flat list of integer token ids, got {ids.dtype} of shape {ids.shape}")
     return ids.astype(np.int64).tolist()
 
-def _common_prefix(a: list, b: list) -> int:
+def common_prefix(a: list, b: list) -> int:
+    "How many leading tokens `a` and `b` share."
     n = min(len(a), len(b))
     diff = np.flatnonzero(np.asarray(a[:n], dtype=np.int64) != np.asarray(b[:n], dtype=np.int64))
     return int(diff[0]) if len(diff) else n
@@ -276,7 +278,7 @@ def reuse_prefix(self: Session, ids) -> int:
     "Make the context `ids`: keep the longest prefix already there (leaving one token to run), the rest pending."
     ids = _token_ids(ids)
     if not ids: raise ValueError("empty prompt: give at least one token")
-    keep = min(_common_prefix(self.tokens, ids), len(ids) - 1)   # one token must run: we need its logits
+    keep = min(common_prefix(self.tokens, ids), len(ids) - 1)   # one token must run: we need its logits
     self.cache.rewind(min(keep, self.cache.pos))
     self.pending = ids[self.cache.pos:]
     return keep

@@ -11,17 +11,17 @@ from pathlib import Path
 from typing import Literal
 import numpy as np
 from fastcore.basics import patch
-from .generate import LLM, Session, load, ChatTemplateError
+from .generate import LLM, Session, load, ChatTemplateError, common_prefix
 from .kvcache import ContextFullError
 from .cli import COMMANDS
 
 # %% auto #0
 __all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'COMPLETION_FIELDS', 'MESSAGE_FIELDS', 'GENERATE_ARGS', 'FINISH_REASONS',
            'MAX_BODY', 'SERVE_INSTALL', 'APIError', 'bad_request', 'request_models', 'parse_request', 'sampling_kwargs',
-           'chat_ids', 'completion_ids', 'check_fits', 'common_prefix', 'Slot', 'FairLock', 'SharedModel', 'SlotPool',
-           'Job', 'usage', 'timings', 'chat_logprob', 'completion_logprobs', 'response', 'sse', 'read_body',
-           'model_name', 'prepare', 'stream_events', 'complete', 'make_app', 'add_info_routes', 'BackgroundServer',
-           'free_port', 'serve_args', 'warm_up', 'run_serve']
+           'chat_ids', 'completion_ids', 'check_fits', 'Slot', 'FairLock', 'SharedModel', 'SlotPool', 'Job', 'usage',
+           'timings', 'chat_logprob', 'completion_logprobs', 'response', 'sse', 'read_body', 'model_name', 'prepare',
+           'stream_events', 'complete', 'make_app', 'add_info_routes', 'BackgroundServer', 'free_port', 'serve_args',
+           'warm_up', 'run_serve']
 
 # %% ../nbs/13_serve.ipynb #d2ec5b43
 class APIError(Exception):
@@ -245,13 +245,6 @@ def check_fits(ids: list, n_ctx: int):
                           "messages", "context_length_exceeded")
 
 # %% ../nbs/13_serve.ipynb #70c0c5d8
-def common_prefix(a: list, b: list) -> int:
-    "How many leading tokens `a` and `b` share."
-    n = min(len(a), len(b))
-    if n == 0: return 0
-    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
-    return int(diff[0]) if len(diff) else n
-
 @dataclass(eq=False)
 class Slot:
     "One session of the pool, and what the server says about it."
