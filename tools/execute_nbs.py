@@ -13,7 +13,7 @@ A notebook that fails is left as it was, the error is printed, and the exit stat
 
 Each code cell's metadata records the hash of the source it ran (`"llmbook": {"source_sha": ...}`, see
 `source_sha`), and the notebook's first cell records the CPU the run was made on (`"llmbook": {"run_on":
-...}`); settings.ini's `allowed_cell_metadata_keys = llmbook` makes nbdev_clean keep both.
+...}`) and one hash of all its code in order (`code_sha`: a deleted or moved cell); settings.ini's `allowed_cell_metadata_keys = llmbook` makes nbdev_clean keep both.
 tests/test_docs.py::test_saved_outputs_match_their_source fails when a cell's source no longer has the
 hash it was run with: its saved outputs (and those of the cells after it) may be stale.
 """
@@ -59,11 +59,15 @@ def notebooks(names):
         found.append(p)
     return found
 
+def code_sha(nb) -> str:
+    "One hash of all the notebook's code, in order: it changes when a code cell is deleted or moved."
+    return source_sha("\n".join(source_sha(c.source) for c in nb.cells if c.cell_type == "code" and c.source.strip()))
+
 def stamp(nb, cpu=None):
-    "Record in `nb` each code cell's source hash and, in the first cell, the CPU of the run."
+    "Record in `nb` each code cell's source hash and, in the first cell, the CPU of the run and `code_sha`."
     for c in nb.cells:
         if c.cell_type == "code": c.metadata.setdefault(META, {})["source_sha"] = source_sha(c.source)
-    if nb.cells: nb.cells[0].metadata.setdefault(META, {})["run_on"] = cpu or cpu_info()
+    if nb.cells: nb.cells[0].metadata.setdefault(META, {}).update(run_on=cpu or cpu_info(), code_sha=code_sha(nb))
 
 def execute(path, timeout, cwd=NBS):
     "Execute the notebook at `path` in place on a fresh kernel (working directory `cwd`); return the seconds it took. Raises on a failing cell."
