@@ -24,13 +24,14 @@ __all__ = ['COMMANDS', 'COLD_RUN', 'build_parser', 'main', 'inspect_args', 'run_
 # %% ../nbs/12_cli.ipynb #531ee05a
 COMMANDS = {}   # name: (declare arguments, run, one-line help), in the order --help lists them
 
-def build_parser() -> argparse.ArgumentParser:
-    "The `llmbook` argument parser: one subcommand per entry of `COMMANDS`."
+def build_parser(commands=None) -> argparse.ArgumentParser:
+    "The `llmbook` argument parser: one subcommand per entry of `COMMANDS`, with the arguments of `commands` (default all)."
     parser = argparse.ArgumentParser(prog="llmbook",
                                      description="LLM inference from GGUF files, in numpy and numba.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (add_args, _, help) in COMMANDS.items():
-        add_args(sub.add_parser(name, help=help, description=help))
+        p = sub.add_parser(name, help=help, description=help)
+        if commands is None or name in commands: add_args(p)
     return parser
 
 # %% ../nbs/12_cli.ipynb #a1514ac5
@@ -43,7 +44,8 @@ def _error_line(e: BaseException) -> str:
 
 def main(argv=None) -> int:
     "Run the `llmbook` command line; returns the exit status (0 on success)."
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[:1])              # the command is the first word: declare only its arguments
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -113,6 +115,7 @@ def _model_args(p: argparse.ArgumentParser):
                    help="matrix kernels: avx2 (integer dot products) or float; "
                         "default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
 
+# %% ../nbs/12_cli.ipynb #027471ff
 def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
     p.add_argument("--max-tokens", "-n", type=int, default=max_tokens, metavar="N",
                    help=f"generate at most N tokens (default {max_tokens})")
@@ -147,6 +150,7 @@ def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
     p.add_argument("--verbose", "-v", action="store_true",
                    help="print prefill and decode speed (tokens/s) to stderr")
 
+# %% ../nbs/12_cli.ipynb #65618122
 def _logit_bias(text: str) -> tuple:
     "`ID=BIAS` as (id, bias); `-inf` bans the token."
     tid, sep, bias = text.partition("=")
@@ -171,6 +175,7 @@ def _read_constraint(args) -> dict:
     if out: as_grammar(**out)                               # parse now: errors before the model loads
     return out
 
+# %% ../nbs/12_cli.ipynb #bd123b72
 def _sampling(args) -> dict:
     return dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                 min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed, stop=args.stop,
@@ -428,6 +433,28 @@ def run_bench(args) -> int:
     return 0
 
 COMMANDS["bench"] = (bench_args, run_bench, "prefill and decode speed (tokens/s) of a model on this machine")
+
+# %% ../nbs/12_cli.ipynb #fef231d7
+def _serve_args(p: argparse.ArgumentParser):
+    # Imported here, not at the top: chapter 13 comes later in the book and only `llmbook serve` needs it.
+    from llmbook.serve import serve_args
+    serve_args(p)
+
+def _run_serve(args) -> int:
+    from llmbook.serve import run_serve     # imported here: chapter 13 is needed only to serve
+    return run_serve(args)
+
+def _convert_args(p: argparse.ArgumentParser):
+    # Imported here, not at the top: chapter 14's converter comes later and only `llmbook convert` needs it.
+    from llmbook.hf import convert_args
+    convert_args(p)
+
+def _run_convert(args) -> int:
+    from llmbook.hf import run_convert      # imported here: chapter 14 is needed only to convert
+    return run_convert(args)
+
+COMMANDS["serve"] = (_serve_args, _run_serve, "serve a model over OpenAI's HTTP API (chat and completions)")
+COMMANDS["convert"] = (_convert_args, _run_convert, "write a GGUF file from a Hugging Face checkpoint directory")
 
 # %% ../nbs/12_cli.ipynb #5c3ef06d
 if __name__ == "__main__" and "__file__" in globals():

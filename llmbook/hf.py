@@ -13,19 +13,17 @@ from .gguf import GGUFFile, GGUFWriter, GGUFValueType
 from .quants import quantize, dequantize
 from .quantize import FileType, FILE_TYPES, file_type, quantize_plan, LazyQTensor, QuantizeResult, QUANTIZATION_VERSION
 from .tokenizer import Tokenizer, TokenType, PRE_TOKENIZERS, sentencepiece_model
-from .generate import MODEL_SOURCES
-from .cli import COMMANDS
+from .generate import HUB_NAME, is_hub_name
 
 # %% auto #0
 __all__ = ['SAFETENSORS_DTYPES', 'LLAMA_BLOCK_NAMES', 'GEMMA3_BLOCK_NAMES', 'TOP_NAMES', 'SKIPPED', 'HF_ARCHS', 'CHKTXT',
-           'PRE_HASHES', 'PRE_TOKENIZER_JSON', 'SPECIAL_KEYS', 'CONVERT_TYPES', 'GGUF_TO_HF_ARCH', 'HUB_NAME',
-           'CONVERTER_VERSION', 'HFError', 'write_safetensors', 'SafetensorsEntry', 'read_safetensors',
-           'read_safetensors_dir', 'HFArch', 'gguf_name', 'permute_qk', 'unpermute_qk', 'rope_hparams', 'hf_hparams',
-           'llama3_rope_factors', 'pre_tokenizer_family', 'looks_special', 'bpe_vocab', 'pre_tokenizer_name',
-           'special_tokens', 'spm_vocab', 'hf_tokenizer', 'hf_config', 'read_hf', 'convert_type', 'write_gguf',
-           'convert', 'hf_name', 'hf_config_of', 'export_hf', 'HubError', 'parse_hub_name', 'pick_gguf',
-           'hub_cache_dir', 'cached_repo_files', 'resolve_hub', 'llmbook_cache_dir', 'converted_path', 'load_source',
-           'checkpoint_or_hub', 'convert_args', 'run_convert']
+           'PRE_HASHES', 'PRE_TOKENIZER_JSON', 'SPECIAL_KEYS', 'CONVERT_TYPES', 'GGUF_TO_HF_ARCH', 'CONVERTER_VERSION',
+           'HFError', 'write_safetensors', 'SafetensorsEntry', 'read_safetensors', 'read_safetensors_dir', 'HFArch',
+           'gguf_name', 'permute_qk', 'unpermute_qk', 'rope_hparams', 'hf_hparams', 'llama3_rope_factors',
+           'pre_tokenizer_family', 'looks_special', 'bpe_vocab', 'pre_tokenizer_name', 'special_tokens', 'spm_vocab',
+           'hf_tokenizer', 'hf_config', 'read_hf', 'convert_type', 'write_gguf', 'convert', 'hf_name', 'hf_config_of',
+           'export_hf', 'HubError', 'parse_hub_name', 'pick_gguf', 'hub_cache_dir', 'cached_repo_files', 'resolve_hub',
+           'llmbook_cache_dir', 'converted_path', 'load_source', 'convert_args', 'run_convert']
 
 # %% ../nbs/14_hf.ipynb #8893048f
 class HFError(ValueError):
@@ -74,6 +72,7 @@ class SafetensorsEntry:
         if ggml == GGMLType.BF16: return QTensor(self.raw, ggml, self.shape or (1,))
         return self.raw.view(np_dtype).reshape(self.shape)
 
+# %% ../nbs/14_hf.ipynb #f7d7c9bb
 def read_safetensors(path) -> dict:
     "The tensors of a safetensors file as `SafetensorsEntry`s (name -> entry), memory-mapped, nothing copied."
     path = Path(path)
@@ -682,7 +681,6 @@ def export_hf(gguf_path, out_dir, dtype: str = "F16") -> Path:
 class HubError(FileNotFoundError):
     "A hub name that cannot be resolved to a local GGUF file: the message says what to download, and where."
 
-HUB_NAME = re.compile(r"^([A-Za-z0-9][\w.-]*/[\w.-]+?)(?::([\w.-]+))?$")
 _NOT_MODELS = ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-", "dspark-")
 
 def parse_hub_name(name: str) -> tuple:
@@ -770,19 +768,10 @@ def load_source(source, type="F16", progress: bool = False) -> Path:
             out.parent.mkdir(parents=True, exist_ok=True)
             convert(p, out, type, progress=progress)
         return out
-    if str(source).endswith(".gguf") or not HUB_NAME.match(str(source)):
+    if not is_hub_name(source):
         raise FileNotFoundError(f"{source}: no such file or directory (give a GGUF file, a Hugging Face checkpoint "
                                 "directory, or a hub name org/repo[:QUANT])")
     return resolve_hub(str(source))
-
-# %% ../nbs/14_hf.ipynb #84be5775
-def checkpoint_or_hub(source):
-    "Chapter 09's model source for a checkpoint directory or an `org/repo[:QUANT]` name (None for anything else)."
-    s = str(source)
-    if Path(s).expanduser().is_dir() or (not s.endswith(".gguf") and HUB_NAME.match(s)): return load_source(source)
-    return None
-
-if checkpoint_or_hub not in MODEL_SOURCES: MODEL_SOURCES.append(checkpoint_or_hub)
 
 # %% ../nbs/14_hf.ipynb #bd4c0aaf
 def convert_args(p):
@@ -797,5 +786,3 @@ def run_convert(args) -> int:
     "Convert, then print the written file's one-line summary."
     print(convert(args.input, args.output, args.type, progress=not args.quiet).summary())
     return 0
-
-COMMANDS["convert"] = (convert_args, run_convert, "write a GGUF file from a Hugging Face checkpoint directory")
