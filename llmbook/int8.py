@@ -177,7 +177,7 @@ def _q8_row(x, xq, xd, xb, block):
             xb[(block // 16) * b + g] = s
 
 # %% ../nbs/03a_int8.ipynb #cac48408
-@njit(cache=True, fastmath=True, parallel=True)
+@njit(cache=True, parallel=True)   # no fastmath: inlined, _q8_row takes its caller's flags
 def quantize_q8(X, block):
     """Rows of `X` `(n, k)` as int8 `xq` in blocks of `block` (32 or 256) with scales `xd` `(n, k/block)`, and
     `xb` `(n, k/16)`, the sums of each 16 int8 values. Rows in parallel when there are several."""
@@ -488,14 +488,9 @@ def _matvec(kind, w, rows_at, x, out):
     for r in prange(rows_at.size):
         o = rows_at[r]
         prefetch_bytes(w, rows_at[min(r + PREFETCH_ROWS, last)], row_bytes)    # the row a few steps ahead
-        a0 = vzero(); a1 = vzero()
-        for b in range(0, nb - 1, 2):
-            a0 = block_dot(kind, a0, w, o + size * b, xq, block * b, xb, per * b, xd[b], xs[b])
-            a1 = block_dot(kind, a1, w, o + size * (b + 1), xq, block * (b + 1), xb, per * (b + 1), xd[b + 1], xs[b + 1])
-        if nb % 2:
-            b = nb - 1
-            a0 = block_dot(kind, a0, w, o + size * b, xq, block * b, xb, per * b, xd[b], xs[b])
-        out[r] = vsum(a0) + vsum(a1)
+        acc = vzero()
+        for b in range(nb): acc = block_dot(kind, acc, w, o + size * b, xq, block * b, xb, per * b, xd[b], xs[b])
+        out[r] = vsum(acc)
 
 # %% ../nbs/03a_int8.ipynb #c388c7d8
 @njit(cache=True, parallel=True)
