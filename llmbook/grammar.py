@@ -19,6 +19,7 @@ import numba
 END, ALT, RULE_REF, CHAR, CHAR_NOT, CHAR_RNG_UPPER, CHAR_ALT, CHAR_ANY = range(8)
 KIND_NAMES = ["END", "ALT", "RULE_REF", "CHAR", "CHAR_NOT", "CHAR_RNG_UPPER", "CHAR_ALT", "CHAR_ANY"]
 
+# %% ../nbs/08a_grammar.ipynb #8d8456a9
 class GrammarError(ValueError):
     "A grammar (GBNF text or a JSON Schema) that cannot be used; the message says where and why."
 
@@ -50,70 +51,104 @@ class _Parser:
         while f"{base}-{i}" in self.symbols: i += 1
         return self.symbol(f"{base}-{i}")
 
-    def space(self, pos, newline_ok):
-        "Skip spaces, tabs and comments (and newlines, if `newline_ok`)."
-        s = self.src
-        while pos < len(s):
-            if s[pos] in " \t": pos += 1
-            elif s[pos] == "#":
-                while pos < len(s) and s[pos] not in "\r\n": pos += 1
-            elif s[pos] in "\r\n" and newline_ok: pos += 1
-            else: break
-        return pos
+# %% ../nbs/08a_grammar.ipynb #d7f8f99f
+def _space(self: _Parser, pos, newline_ok):
+    "Skip spaces, tabs and comments (and newlines, if `newline_ok`)."
+    s = self.src
+    while pos < len(s):
+        if s[pos] in " \t": pos += 1
+        elif s[pos] == "#":
+            while pos < len(s) and s[pos] not in "\r\n": pos += 1
+        elif s[pos] in "\r\n" and newline_ok: pos += 1
+        else: break
+    return pos
 
-    def name(self, pos):
-        end = pos
-        while end < len(self.src) and _is_word_char(self.src[end]): end += 1
-        if end == pos: self.fail(pos, "expecting a rule name (letters, digits, '-')")
-        return self.src[pos:end], end
+def _name(self: _Parser, pos):
+    end = pos
+    while end < len(self.src) and _is_word_char(self.src[end]): end += 1
+    if end == pos: self.fail(pos, "expecting a rule name (letters, digits, '-')")
+    return self.src[pos:end], end
 
-    def number(self, pos):
-        end = pos
-        while end < len(self.src) and self.src[end].isascii() and self.src[end].isdigit(): end += 1
-        if end == pos: self.fail(pos, "expecting a number")
-        return int(self.src[pos:end]), end
+def _number(self: _Parser, pos):
+    end = pos
+    while end < len(self.src) and self.src[end].isascii() and self.src[end].isdigit(): end += 1
+    if end == pos: self.fail(pos, "expecting a number")
+    return int(self.src[pos:end]), end
 
-    def char(self, pos):
-        "One character of a literal or class, escapes decoded: (code point, position after)."
-        s = self.src
-        if s[pos] != "\\": return ord(s[pos]), pos + 1
-        if pos + 1 >= len(s): self.fail(pos, "a backslash at the end of the input")
-        e = s[pos + 1]
-        if e in _SIMPLE_ESCAPES: return _SIMPLE_ESCAPES[e], pos + 2
-        if e in "xuU":
-            n = {"x": 2, "u": 4, "U": 8}[e]
-            digits = s[pos + 2:pos + 2 + n]
-            if len(digits) < n or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                self.fail(pos, f"\\{e} needs {n} hex digits")
-            return int(digits, 16), pos + 2 + n
-        self.fail(pos, f"unknown escape \\{e}")
+_Parser.space, _Parser.name, _Parser.number = _space, _name, _number
 
-# %% ../nbs/08a_grammar.ipynb #9d210fcd
+# %% ../nbs/08a_grammar.ipynb #b7c3f6f8
+def _char(self: _Parser, pos):
+    "One character of a literal or class, escapes decoded: (code point, position after)."
+    s = self.src
+    if s[pos] != "\\": return ord(s[pos]), pos + 1
+    if pos + 1 >= len(s): self.fail(pos, "a backslash at the end of the input")
+    e = s[pos + 1]
+    if e in _SIMPLE_ESCAPES: return _SIMPLE_ESCAPES[e], pos + 2
+    if e in "xuU":
+        n = {"x": 2, "u": 4, "U": 8}[e]
+        digits = s[pos + 2:pos + 2 + n]
+        if len(digits) < n or not all(c in "0123456789abcdefABCDEF" for c in digits):
+            self.fail(pos, f"\\{e} needs {n} hex digits")
+        return int(digits, 16), pos + 2 + n
+    self.fail(pos, f"unknown escape \\{e}")
+
+_Parser.char = _char
+
+# %% ../nbs/08a_grammar.ipynb #c444d45c
+def _quoted(self: _Parser, pos, out, nested):
+    "The literal `\"...\"` at `pos`: append one CHAR element per character to `out`; return the position after it."
+    s, start = self.src, pos
+    pos += 1
+    while pos < len(s) and s[pos] != '"':
+        cp, pos = self.char(pos); out.append((CHAR, cp))
+    if pos >= len(s): self.fail(start, "unterminated literal: a '\"' is missing")
+    return self.space(pos + 1, nested)
+
+def _char_class(self: _Parser, pos, out, nested):
+    "The class `[...]` or `[^...]` at `pos`: append its elements to `out`; return the position after it."
+    s, start, first = self.src, pos, len(out)
+    pos, kind = pos + 1, CHAR
+    if pos < len(s) and s[pos] == "^": pos, kind = pos + 1, CHAR_NOT
+    while pos < len(s) and s[pos] != "]":
+        lo, pos = self.char(pos)
+        out.append((kind if len(out) == first else CHAR_ALT, lo))
+        if pos + 1 < len(s) and s[pos] == "-" and s[pos + 1] != "]":
+            hi, pos = self.char(pos + 1)
+            if hi < lo: self.fail(start, f"empty range {chr(lo)!r}-{chr(hi)!r} in a character class")
+            out.append((CHAR_RNG_UPPER, hi))
+    if pos >= len(s): self.fail(start, "unterminated character class: a ']' is missing")
+    if len(out) == first: self.fail(start, "empty character class")
+    return self.space(pos + 1, nested)
+
+_Parser._quoted, _Parser._char_class = _quoted, _char_class
+
+# %% ../nbs/08a_grammar.ipynb #56c4a47a
+def _repeat_counts(self: _Parser, pos, nested):
+    "The counts of `{m}`, `{m,}` or `{m,n}` at `pos` (its '{'): (m, n or None for no limit, position of the '}')."
+    s, start = self.src, pos
+    pos = self.space(pos + 1, nested)
+    lo, pos = self.number(pos)
+    pos, hi = self.space(pos, nested), lo
+    if pos < len(s) and s[pos] == ",":
+        pos = self.space(pos + 1, nested)
+        hi = None
+        if pos < len(s) and s[pos].isdigit(): hi, pos = self.number(pos); pos = self.space(pos, nested)
+    if pos >= len(s) or s[pos] != "}": self.fail(pos, "expecting '}' to close a repetition {m,n}")
+    if hi is not None and hi < lo: self.fail(start, f"repetition {{{lo},{hi}}} has max < min")
+    if max(lo, hi or 0) > MAX_REPEAT: self.fail(start, f"repetition counts are limited to {MAX_REPEAT}")
+    return lo, hi, pos
+
+_Parser._repeat_counts = _repeat_counts
+
+# %% ../nbs/08a_grammar.ipynb #0bdc5de0
 def _sequence(self: _Parser, pos, rule_name, out, nested):
     "Parse items until `|`, `)` or the end of the rule; append their elements to `out`."
     s, last = self.src, len(out)                   # `last`: where the last item's elements start (for x*, x{m,n})
     while pos < len(s):
-        c, start = s[pos], pos
-        if c == '"':
-            pos, last = pos + 1, len(out)
-            while pos < len(s) and s[pos] != '"':
-                cp, pos = self.char(pos); out.append((CHAR, cp))
-            if pos >= len(s): self.fail(start, "unterminated literal: a '\"' is missing")
-            pos = self.space(pos + 1, nested)
-        elif c == "[":
-            pos, last = pos + 1, len(out)
-            kind = CHAR
-            if pos < len(s) and s[pos] == "^": pos, kind = pos + 1, CHAR_NOT
-            while pos < len(s) and s[pos] != "]":
-                lo, pos = self.char(pos)
-                out.append((kind if len(out) == last else CHAR_ALT, lo))
-                if pos + 1 < len(s) and s[pos] == "-" and s[pos + 1] != "]":
-                    hi, pos = self.char(pos + 1)
-                    if hi < lo: self.fail(start, f"empty range {chr(lo)!r}-{chr(hi)!r} in a character class")
-                    out.append((CHAR_RNG_UPPER, hi))
-            if pos >= len(s): self.fail(start, "unterminated character class: a ']' is missing")
-            if len(out) == last: self.fail(start, "empty character class")
-            pos = self.space(pos + 1, nested)
+        c = s[pos]
+        if c == '"': last = len(out); pos = self._quoted(pos, out, nested)
+        elif c == "[": last = len(out); pos = self._char_class(pos, out, nested)
         elif _is_word_char(c):
             name, end = self.name(pos)
             rid = self.symbol(name)
@@ -131,23 +166,16 @@ def _sequence(self: _Parser, pos, rule_name, out, nested):
             pos = self.space(pos + 1, nested)
         elif c in "*+?{":
             if last == len(out): self.fail(pos, f"{c!r} must follow an item to repeat")
-            if c == "{":
-                pos = self.space(pos + 1, nested)
-                lo, pos = self.number(pos)
-                pos, hi = self.space(pos, nested), lo
-                if pos < len(s) and s[pos] == ",":
-                    pos = self.space(pos + 1, nested)
-                    hi = None
-                    if pos < len(s) and s[pos].isdigit(): hi, pos = self.number(pos); pos = self.space(pos, nested)
-                if pos >= len(s) or s[pos] != "}": self.fail(pos, "expecting '}' to close a repetition {m,n}")
-                if hi is not None and hi < lo: self.fail(start, f"repetition {{{lo},{hi}}} has max < min")
-                if max(lo, hi or 0) > MAX_REPEAT: self.fail(start, f"repetition counts are limited to {MAX_REPEAT}")
+            if c == "{": lo, hi, pos = self._repeat_counts(pos, nested)
             else: lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
             self._repeat(out, last, rule_name, lo, hi)
             pos = self.space(pos + 1, nested)
         else: break
     return pos
 
+_Parser._sequence = _sequence
+
+# %% ../nbs/08a_grammar.ipynb #9d210fcd
 def _repeat(self: _Parser, out, last, rule_name, lo, hi):
     "Rewrite the item at out[last:] as `lo` copies, then up to `hi - lo` more (hi None: any number more)."
     item = out[last:]
@@ -165,7 +193,7 @@ def _repeat(self: _Parser, out, last, rule_name, lo, hi):
         prev = r
     if prev is not None: out.append((RULE_REF, prev))
 
-_Parser._sequence, _Parser._repeat = _sequence, _repeat
+_Parser._repeat = _repeat
 
 # %% ../nbs/08a_grammar.ipynb #350603dd
 def _alternates(self: _Parser, pos, rule_name, rid, nested):
@@ -192,6 +220,9 @@ def _rule(self: _Parser, pos):
     elif pos < len(s): self.fail(pos, "unexpected character: expecting the end of the rule (a newline)")
     return self.space(pos, True)
 
+_Parser._alternates, _Parser._rule = _alternates, _rule
+
+# %% ../nbs/08a_grammar.ipynb #bd79ad11
 def _parse(self: _Parser):
     pos = self.space(0, True)
     while pos < len(self.src): pos = self._rule(pos)
@@ -202,7 +233,7 @@ def _parse(self: _Parser):
         raise GrammarError("the grammar has no 'root' rule: define `root ::= ...`, the rule for the whole output")
     return self
 
-_Parser._alternates, _Parser._rule, _Parser.parse = _alternates, _rule, _parse
+_Parser.parse = _parse
 
 # %% ../nbs/08a_grammar.ipynb #8eee3390
 class Grammar:
@@ -271,6 +302,7 @@ def _nullable_rules(g: Grammar):
                 if g.kind[pos] in (END, ALT): nullable[r] = changed = True; break
     return nullable
 
+# %% ../nbs/08a_grammar.ipynb #768d6010
 def _check_left_recursion(self: Grammar):
     nullable = _nullable_rules(self)
     def firsts(r):                                    # the rules that rule r can start with
@@ -343,6 +375,9 @@ def advance(self: Grammar, stacks, cp: int) -> frozenset:
         if ok: self._expand(st[:-1] + self._after(after), out)
     return frozenset(out)
 
+Grammar._match_char, Grammar.advance = _match_char, advance
+
+# %% ../nbs/08a_grammar.ipynb #366c869f
 def accepts_text(self: Grammar, text: str, complete: bool = True) -> bool:
     "Is `text` a sentence of the grammar (or with `complete=False`, the beginning of one)?"
     stacks = self.initial_stacks()
@@ -351,10 +386,9 @@ def accepts_text(self: Grammar, text: str, complete: bool = True) -> bool:
         if not stacks: return False
     return () in stacks if complete else True
 
-Grammar._match_char, Grammar.advance, Grammar.accepts_text = _match_char, advance, accepts_text
+Grammar.accepts_text = accepts_text
 
-# %% ../nbs/08a_grammar.ipynb #27c90df9
-REJECT, UNKNOWN = -1, -2
+# %% ../nbs/08a_grammar.ipynb #3fdbb6cd
 _UTF8_LENGTH = [1] * 8 + [0] * 4 + [2, 2, 3, 4]          # by the top 4 bits of a first byte (0: a continuation byte)
 
 def _match_partial(self: Grammar, pos, value, n_remain):
@@ -374,6 +408,11 @@ def _match_partial(self: Grammar, pos, value, n_remain):
             if low <= vals[pos] <= high: return positive
             pos += 1
         if kind[pos] != CHAR_ALT: return not positive
+
+Grammar._match_partial = _match_partial
+
+# %% ../nbs/08a_grammar.ipynb #27c90df9
+REJECT, UNKNOWN = -1, -2
 
 def _init_matcher(self: Grammar):
     self._ids, self._states = {}, []
@@ -397,7 +436,7 @@ def _state_id(self: Grammar, stacks, value, n_remain):
     self.eog_ok[sid] = () in stacks
     return sid
 
-Grammar._match_partial, Grammar._state_id = _match_partial, _state_id
+Grammar._state_id = _state_id
 Grammar._setup.append(_init_matcher)
 
 # %% ../nbs/08a_grammar.ipynb #e44132ff
@@ -458,6 +497,7 @@ class VocabTrie:
 
     def __repr__(self): return f"VocabTrie({self.n_vocab} tokens, {len(self.node_byte)} nodes, depth {self.max_depth - 1})"
 
+# %% ../nbs/08a_grammar.ipynb #81da86c0
 def _subtree_ends(depth):
     "For each node (depth-first order), the index of the first node after its subtree."
     ends, open_ = np.full(len(depth), len(depth), np.int64), []
@@ -567,6 +607,7 @@ array ::= "[" space (value ("," space value)*)? "]" space'''
 JSON_GRAMMAR = "root ::= value\n" + JSON_RULES            # any JSON value
 JSON_OBJECT_GRAMMAR = "root ::= object\n" + JSON_RULES    # any JSON object: OpenAI's {"type": "json_object"}
 
+# %% ../nbs/08a_grammar.ipynb #4280641e
 _ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
                 "readOnly", "writeOnly", "strict"}
 _KNOWN = {"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "enum", "const",
@@ -602,39 +643,42 @@ class _SchemaConverter:
             node = node[part]
         return node
 
-    def visit(self, schema, name, path) -> str:
-        "The name of a rule (or a GBNF expression) for the JSON values `schema` allows."
-        if schema is True or schema == {}: return "value"
-        if not isinstance(schema, dict): self.fail(path, f"a schema must be an object or true, got {schema!r}")
-        unknown = sorted(set(schema) - _KNOWN)
-        if unknown: self.fail(path, f"unsupported keyword(s) {', '.join(map(repr, unknown))}: the output could not be "
-                                    "guaranteed to validate; remove them or describe the value with the supported ones")
-        if "$ref" in schema:
-            ref = schema["$ref"]
-            if ref not in self.refs:
-                self.refs[ref] = self.rule("ref-" + ref.split("/")[-1], "")       # placeholder first: recursion is fine
-                self.rules[self.refs[ref]] = self.visit(self.resolve(ref, path), ref.split("/")[-1], ref)
-            return self.refs[ref]
-        if "const" in schema: return self.rule(name + "-const", _literal(schema["const"]) + " space")
-        if "enum" in schema:
-            if not isinstance(schema["enum"], list) or not schema["enum"]: self.fail(path, "enum must be a non-empty list")
-            return self.rule(name, "(" + " | ".join(_literal(v) for v in schema["enum"]) + ") space")
-        for key in ("anyOf", "oneOf"):
-            if key in schema:
-                opts = schema[key]
-                if not isinstance(opts, list) or not opts: self.fail(path, f"{key} must be a non-empty list")
-                return self.rule(name, " | ".join(self.visit(s, f"{name}-{i}", f"{path}/{key}/{i}") for i, s in enumerate(opts)))
-        t = schema.get("type")
-        if isinstance(t, list):
-            if not t: self.fail(path, "type is an empty list")
-            return self.rule(name, " | ".join(self.visit({**schema, "type": x}, f"{name}-{x}", path) for x in t))
-        if t is None: t = "object" if "properties" in schema else "array" if "items" in schema else None
-        if t is None: return "value"
-        if t in ("boolean", "null", "integer", "number"): return t
-        if t == "string": return self.string(schema, name, path)
-        if t == "array": return self.array(schema, name, path)
-        if t == "object": return self.object(schema, name, path)
-        self.fail(path, f"unknown type {t!r} (expecting string, number, integer, boolean, null, array or object)")
+# %% ../nbs/08a_grammar.ipynb #841a92ee
+def _visit(self: _SchemaConverter, schema, name, path) -> str:
+    "The name of a rule (or a GBNF expression) for the JSON values `schema` allows."
+    if schema is True or schema == {}: return "value"
+    if not isinstance(schema, dict): self.fail(path, f"a schema must be an object or true, got {schema!r}")
+    unknown = sorted(set(schema) - _KNOWN)
+    if unknown: self.fail(path, f"unsupported keyword(s) {', '.join(map(repr, unknown))}: the output could not be "
+                                "guaranteed to validate; remove them or describe the value with the supported ones")
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        if ref not in self.refs:
+            self.refs[ref] = self.rule("ref-" + ref.split("/")[-1], "")       # placeholder first: recursion is fine
+            self.rules[self.refs[ref]] = self.visit(self.resolve(ref, path), ref.split("/")[-1], ref)
+        return self.refs[ref]
+    if "const" in schema: return self.rule(name + "-const", _literal(schema["const"]) + " space")
+    if "enum" in schema:
+        if not isinstance(schema["enum"], list) or not schema["enum"]: self.fail(path, "enum must be a non-empty list")
+        return self.rule(name, "(" + " | ".join(_literal(v) for v in schema["enum"]) + ") space")
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            opts = schema[key]
+            if not isinstance(opts, list) or not opts: self.fail(path, f"{key} must be a non-empty list")
+            return self.rule(name, " | ".join(self.visit(s, f"{name}-{i}", f"{path}/{key}/{i}") for i, s in enumerate(opts)))
+    t = schema.get("type")
+    if isinstance(t, list):
+        if not t: self.fail(path, "type is an empty list")
+        return self.rule(name, " | ".join(self.visit({**schema, "type": x}, f"{name}-{x}", path) for x in t))
+    if t is None: t = "object" if "properties" in schema else "array" if "items" in schema else None
+    if t is None: return "value"
+    if t in ("boolean", "null", "integer", "number"): return t
+    if t == "string": return self.string(schema, name, path)
+    if t == "array": return self.array(schema, name, path)
+    if t == "object": return self.object(schema, name, path)
+    self.fail(path, f"unknown type {t!r} (expecting string, number, integer, boolean, null, array or object)")
+
+_SchemaConverter.visit = _visit
 
 # %% ../nbs/08a_grammar.ipynb #89dd92f8
 def _count(schema, lo_key, hi_key, path, conv):
@@ -691,6 +735,7 @@ def _object(self: _SchemaConverter, schema, name, path):
 
 _SchemaConverter.object = _object
 
+# %% ../nbs/08a_grammar.ipynb #f4dac9c3
 def json_schema_to_grammar(schema) -> str:
     "GBNF text for the JSON values `schema` (a dict, or its JSON text) allows; {} is any JSON value."
     if isinstance(schema, (str, bytes)):

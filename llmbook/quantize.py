@@ -16,9 +16,9 @@ from .quants import quantize, dequantize, DEQUANTIZERS
 # %% auto #0
 __all__ = ['FILE_TYPES', 'FILE_TYPE_ALIASES', 'QUANTIZATION_VERSION', 'KEEP_AS_IS', 'KEEP_NAMES', 'FALLBACK', 'SPLIT_KEYS',
            'SAMPLE_TEXT', 'FileType', 'file_type', 'layer_of', 'llama_cpp_order', 'use_more_bits', 'is_quantizable',
-           'mix_rule', 'fit_rows', 'choose_type', 'TensorPlan', 'quantize_plan', 'LazyQTensor', 'QuantizeResult',
-           'copy_metadata', 'quantize_model', 'evaluation_windows', 'log_softmax', 'scored_logprobs', 'Scores',
-           'measure', 'file_bits_per_weight']
+           'mix_rule', 'fit_rows', 'choose_type', 'TensorPlan', 'quantize_plan', 'LazyQTensor', 'ProgressBar',
+           'QuantizeResult', 'copy_metadata', 'quantize_model', 'evaluation_windows', 'log_softmax', 'scored_logprobs',
+           'Scores', 'measure', 'file_bits_per_weight']
 
 # %% ../nbs/10_quantize.ipynb #a6b802b6
 @dataclass(frozen=True)

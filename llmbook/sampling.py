@@ -7,7 +7,7 @@ __all__ = ['apply_logit_bias', 'apply_penalties', 'keep_top_k', 'sort_descending
            'apply_temperature', 'draw', 'mt19937_state', 'seeded_generator', 'uniform01', 'SamplerSettings',
            'recent_tokens', 'check_logits', 'filter_candidates', 'Sampler']
 
-# %% ../nbs/08_sampling.ipynb #c52b0d37
+# %% ../nbs/08_sampling.ipynb #9d6a8086
 import math
 from dataclasses import dataclass
 import numpy as np
