@@ -59,32 +59,37 @@ class _Cursor:
     def u64(self, what: str) -> int:
         self.need(8, what); (v,) = _U64.unpack_from(self.buf, self.pos); self.pos += 8; return v
 
-    def count(self, what: str, min_item_bytes: int) -> int:
-        "A uint64 count of items, each at least `min_item_bytes` long: refused if the file is too short for it."
-        at, n = self.pos, self.u64(what)
-        left = self.size - self.pos
-        if n * min_item_bytes > left:
-            self.fail(what, f"{n:,} items need at least {n * min_item_bytes:,} bytes but only {left:,} remain", at)
-        return n
+# %% ../nbs/01_gguf.ipynb #9ee8f3c5
+@patch
+def count(self: _Cursor, what: str, min_item_bytes: int) -> int:
+    "A uint64 count of items, each at least `min_item_bytes` long: refused if the file is too short for it."
+    at, n = self.pos, self.u64(what)
+    left = self.size - self.pos
+    if n * min_item_bytes > left:
+        self.fail(what, f"{n:,} items need at least {n * min_item_bytes:,} bytes but only {left:,} remain", at)
+    return n
 
-    def raw_string(self, what: str) -> bytes:
-        at, n = self.pos, self.u64(f"length of {what}")
-        if n > self.size - self.pos: self.fail(f"length of {what}", f"{n:,} bytes claimed, {self.size - self.pos:,} remain", at)
-        b = self.buf[self.pos:self.pos + n]; self.pos += n
-        return b
+@patch
+def raw_string(self: _Cursor, what: str) -> bytes:
+    at, n = self.pos, self.u64(f"length of {what}")
+    if n > self.size - self.pos: self.fail(f"length of {what}", f"{n:,} bytes claimed, {self.size - self.pos:,} remain", at)
+    b = self.buf[self.pos:self.pos + n]; self.pos += n
+    return b
 
-    def name(self, what: str) -> str:
-        "A key or tensor name: must be valid UTF-8."
-        at = self.pos
-        b = self.raw_string(what)
-        try: return b.decode("utf-8")
-        except UnicodeDecodeError as e: self.fail(what, f"not valid UTF-8 ({e.reason})", at)
+@patch
+def name(self: _Cursor, what: str) -> str:
+    "A key or tensor name: must be valid UTF-8."
+    at = self.pos
+    b = self.raw_string(what)
+    try: return b.decode("utf-8")
+    except UnicodeDecodeError as e: self.fail(what, f"not valid UTF-8 ({e.reason})", at)
 
-    def array(self, dtype: np.dtype, n: int, what: str) -> np.ndarray:
-        "`n` fixed-size numbers as a numpy view (no Python loop); `n` already checked by `count`."
-        self.need(n * dtype.itemsize, what)
-        a = np.frombuffer(self.buf, dtype=dtype, count=n, offset=self.pos); self.pos += n * dtype.itemsize
-        return a
+@patch
+def array(self: _Cursor, dtype: np.dtype, n: int, what: str) -> np.ndarray:
+    "`n` fixed-size numbers as a numpy view (no Python loop); `n` already checked by `count`."
+    self.need(n * dtype.itemsize, what)
+    a = np.frombuffer(self.buf, dtype=dtype, count=n, offset=self.pos); self.pos += n * dtype.itemsize
+    return a
 
 # %% ../nbs/01_gguf.ipynb #34ff5c5d
 def _read_string_array(cur: _Cursor, n: int, what: str) -> list:
@@ -151,6 +156,7 @@ def _tensor_nbytes(ggml_type: GGMLType, dims: tuple) -> int:
     info = GGML_TYPES[ggml_type]
     return math.prod(dims) // info.block_size * info.type_size
 
+# %% ../nbs/01_gguf.ipynb #94b438d1
 def _read_tensor_info(cur: _Cursor, i: int):
     "Name, dims, type and relative offset of tensor `i`, each checked as it is read."
     name = cur.name(f"name of tensor {i}")
@@ -322,6 +328,15 @@ def __enter__(self: GGUFFile): return self
 @patch
 def __exit__(self: GGUFFile, *exc): self.close()
 
+# %% ../nbs/01_gguf.ipynb #57bf59a5
+@patch
+def dequantize(self: GGUFFile, name: str) -> np.ndarray:
+    "Tensor `name` of the file as float32, in numpy order (`tensors[name].shape`), decoded by chapter 02's `dequantize`."
+    from llmbook.quants import dequantize        # chapter 02 comes later in reading order: imported when first used
+    qt = self.qtensor(name)
+    if qt.size == 0: raise GGUFError(f"{self.path}: tensor {name!r} has a zero dimension ({qt.shape}): there is nothing to dequantize")
+    return dequantize(qt)
+
 # %% ../nbs/01_gguf.ipynb #071c3553
 @patch
 def summary(self: GGUFFile, max_tensors: int | None = None) -> str:
@@ -377,6 +392,7 @@ def infer_value_type(value):
     if isinstance(value, (list, tuple)): return (GGUFValueType.ARRAY, _infer_item_type(list(value)))
     raise TypeError(f"cannot store a {type(value).__name__} in GGUF metadata")
 
+# %% ../nbs/01_gguf.ipynb #a369374a
 def _scalar_type_of_dtype(dt: np.dtype) -> GGUFValueType:
     t = _DTYPE_TO_VTYPE.get(dt.newbyteorder("=") if dt.byteorder not in "|=" else dt)
     if t is None: raise TypeError(f"no GGUF type for numpy dtype {dt}")
@@ -425,6 +441,7 @@ def _encode_numbers(values, vtype: GGUFValueType, what: str) -> bytes:
         raise ValueError(f"{what}: values {lo}..{hi} do not fit in {vtype.name}")
     return np.asarray(values, dtype=dt).tobytes()
 
+# %% ../nbs/01_gguf.ipynb #0343c13f
 def _str_check(v, what):
     if not isinstance(v, str): raise TypeError(f"{what}: STRING needs a str, got {type(v).__name__}")
     return v
@@ -458,7 +475,7 @@ def _encode_value(value, spec, what: str) -> bytes:
 def _spec_tag(spec) -> GGUFValueType:
     return GGUFValueType.ARRAY if isinstance(spec, tuple) else GGUFValueType(spec)
 
-# %% ../nbs/01_gguf.ipynb #0343c13f
+# %% ../nbs/01_gguf.ipynb #071fbc18
 _NP_TO_GGML = {np.dtype(np.float32): GGMLType.F32, np.dtype(np.float16): GGMLType.F16, np.dtype(np.float64): GGMLType.F64,
                np.dtype(np.int8): GGMLType.I8, np.dtype(np.int16): GGMLType.I16, np.dtype(np.int32): GGMLType.I32,
                np.dtype(np.int64): GGMLType.I64}
@@ -491,44 +508,49 @@ class GGUFWriter:
     @property
     def alignment(self) -> int: return self.metadata.get("general.alignment", 32)
 
-    def add_tensor(self, name: str, tensor):
-        "Add a tensor: a numpy array (float32/16/64, int8..64), or a `QTensor` whose raw blocks are written as they are."
-        if name in self.tensors: raise ValueError(f"tensor {name!r} was already added")
-        if isinstance(tensor, np.ndarray):
-            t = _NP_TO_GGML.get(tensor.dtype)
-            if t is None: raise TypeError(f"tensor {name!r}: no GGML type for numpy dtype {tensor.dtype}")
-            if tensor.ndim == 0: tensor = tensor.reshape(1)
-            tensor = QTensor(np.ascontiguousarray(tensor).view(np.uint8), t, tensor.shape)
-        if not isinstance(tensor, QTensor): raise TypeError(f"tensor {name!r}: expected a numpy array or QTensor, got {type(tensor).__name__}")
-        if not 1 <= len(tensor.shape) <= GGML_MAX_DIMS: raise ValueError(f"tensor {name!r}: {len(tensor.shape)} dims (1 to {GGML_MAX_DIMS} allowed)")
-        if len(name.encode()) >= GGML_MAX_NAME: raise ValueError(f"tensor name {name!r} is longer than llama.cpp's limit of {GGML_MAX_NAME - 1} bytes")
-        self.tensors[name] = tensor
-        return self
+# %% ../nbs/01_gguf.ipynb #70018dd4
+@patch
+def add_tensor(self: GGUFWriter, name: str, tensor):
+    "Add a tensor: a numpy array (float32/16/64, int8..64), or a `QTensor` whose raw blocks are written as they are."
+    if name in self.tensors: raise ValueError(f"tensor {name!r} was already added")
+    if isinstance(tensor, np.ndarray):
+        t = _NP_TO_GGML.get(tensor.dtype)
+        if t is None: raise TypeError(f"tensor {name!r}: no GGML type for numpy dtype {tensor.dtype}")
+        if tensor.ndim == 0: tensor = tensor.reshape(1)
+        tensor = QTensor(np.ascontiguousarray(tensor).view(np.uint8), t, tensor.shape)
+    if not isinstance(tensor, QTensor): raise TypeError(f"tensor {name!r}: expected a numpy array or QTensor, got {type(tensor).__name__}")
+    if not 1 <= len(tensor.shape) <= GGML_MAX_DIMS: raise ValueError(f"tensor {name!r}: {len(tensor.shape)} dims (1 to {GGML_MAX_DIMS} allowed)")
+    if len(name.encode()) >= GGML_MAX_NAME: raise ValueError(f"tensor name {name!r} is longer than llama.cpp's limit of {GGML_MAX_NAME - 1} bytes")
+    self.tensors[name] = tensor
+    return self
 
-    def _header(self) -> bytes:
-        parts = [b"GGUF", _U32.pack(3), _U64.pack(len(self.tensors)), _U64.pack(len(self.metadata))]
-        for k in self.metadata:
-            parts += [_encode_string(k), _U32.pack(_spec_tag(self.metadata_types[k])), self._encoded[k]]
-        offset = 0
-        for name, q in self.tensors.items():
-            dims = q.shape[::-1]
-            parts += [_encode_string(name), _U32.pack(len(dims)), b"".join(_U64.pack(d) for d in dims),
-                      _U32.pack(q.type), _U64.pack(offset)]
-            offset = _align(offset + q.nbytes, self.alignment)
-        return b"".join(parts)
+# %% ../nbs/01_gguf.ipynb #fcff68bf
+@patch
+def _header(self: GGUFWriter) -> bytes:
+    parts = [b"GGUF", _U32.pack(3), _U64.pack(len(self.tensors)), _U64.pack(len(self.metadata))]
+    for k in self.metadata:
+        parts += [_encode_string(k), _U32.pack(_spec_tag(self.metadata_types[k])), self._encoded[k]]
+    offset = 0
+    for name, q in self.tensors.items():
+        dims = q.shape[::-1]
+        parts += [_encode_string(name), _U32.pack(len(dims)), b"".join(_U64.pack(d) for d in dims),
+                  _U32.pack(q.type), _U64.pack(offset)]
+        offset = _align(offset + q.nbytes, self.alignment)
+    return b"".join(parts)
 
-    def write(self) -> Path:
-        "Write the file (to a temporary name, renamed at the end so a failed write leaves nothing half done)."
-        header, a = self._header(), self.alignment
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(header); f.write(b"\0" * (_align(len(header), a) - len(header)))
-                for q in self.tensors.values():
-                    f.write(memoryview(np.ascontiguousarray(q.data)))
-                    f.write(b"\0" * (_align(q.nbytes, a) - q.nbytes))
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return self.path
+@patch
+def write(self: GGUFWriter) -> Path:
+    "Write the file (to a temporary name, renamed at the end so a failed write leaves nothing half done)."
+    header, a = self._header(), self.alignment
+    tmp = self.path.with_name(self.path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(header); f.write(b"\0" * (_align(len(header), a) - len(header)))
+            for q in self.tensors.values():
+                f.write(memoryview(np.ascontiguousarray(q.data)))
+                f.write(b"\0" * (_align(q.nbytes, a) - q.nbytes))
+        os.replace(tmp, self.path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return self.path

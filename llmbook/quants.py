@@ -18,9 +18,7 @@ __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1
 
 # %% ../nbs/02_quants.ipynb #c37c5ece
 import numpy as np
-from fastcore.basics import patch
 from .tensors import GGMLType, GGML_TYPES, QK, QK_K, QTensor, type_info, bf16_to_f32, f32_to_bf16
-from .gguf import GGUFFile, GGUFError
 
 # %% ../nbs/02_quants.ipynb #40ca3886
 DEQUANTIZERS = {}   # GGMLType -> function(raw uint8 bytes) -> float32 array (n_blocks, block_size)
@@ -335,6 +333,7 @@ def _wsum(a):
     for row in a[1:]: total += row      # k contiguous vector adds; np.sum's pairwise order rounds differently
     return total
 
+# %% ../nbs/02_quants.ipynb #aa8376f4
 def fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int, use_mad: bool = False):
     """For each column of `x` (k, m) find `scale`, `minimum` >= 0 and levels `L` in 0..nmax so that
     `scale * L - minimum` is close to `x` in the `w`-weighted squared error, or absolute error if `use_mad`
@@ -372,6 +371,7 @@ def fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int, use_m
     scale, L = np.where(flat, np.float32(0), scale), np.where(flat, 0, L)
     return scale.astype(np.float32), (-offset).astype(np.float32), L
 
+# %% ../nbs/02_quants.ipynb #1ed22eda
 def quantize_scales_6bit(values):
     "Quantize non-negative per-sub-block values (n, 8) to 6 bits against their row maximum: (levels, f16 step)."
     top = np.maximum(values.max(axis=1, keepdims=True), 0)
@@ -382,6 +382,7 @@ def sub_blocks_as_columns(x, size: int) -> np.ndarray:
     "(n, 256) super-blocks -> (size, n*256/size): one sub-block per column, so its sums are contiguous adds."
     return np.ascontiguousarray(x.reshape(-1, size).T)
 
+# %% ../nbs/02_quants.ipynb #a0b80e5f
 def _quantize_k_with_min(x, nmax: int, rmin: float, nstep: int):
     "Q4_K/Q5_K: levels 0..nmax per weight, and the (d, dmin, 6-bit scales) of each super-block."
     n = len(x)
@@ -436,6 +437,7 @@ def fit_symmetric_scale(x, nmax: int):
             best = np.where(better, scale * sumlx, best)
     return np.where(zero, np.float32(0), scale), np.where(zero, 0, L + nmax)
 
+# %% ../nbs/02_quants.ipynb #a9b2735c
 @quantizer(GGMLType.Q6_K)
 def quantize_q6_k(x):
     n = len(x)
@@ -476,6 +478,7 @@ def quantize_q2_k(x):
     L = np.where(sub_scale != 0, again, L).T.reshape(n, QK_K)
     return _records(BLOCK_Q2_K, n, scales=packed, qs=pack_bits(L, 2, 32), d=d[:, 0], dmin=dmin[:, 0])
 
+# %% ../nbs/02_quants.ipynb #4b1cb679
 def refine_q3_levels(x, nmax: int = 4, passes: int = 5):
     """For each column of `x` (k, m): a scale and levels in -nmax..nmax-1, improved one weight at a time
     with `x²` weights (llama.cpp's make_q3_quants with do_rmse). Returns (scale, levels + nmax)."""
@@ -500,6 +503,7 @@ def refine_q3_levels(x, nmax: int = 4, passes: int = 5):
         scale = np.where(suml2 > 0, sumlx / suml2, np.float32(0))
     return np.where(zero, np.float32(0), scale), np.where(zero, 0, L + nmax)
 
+# %% ../nbs/02_quants.ipynb #0315eba1
 @quantizer(GGMLType.Q3_K)
 def quantize_q3_k(x):
     n = len(x)
@@ -544,11 +548,3 @@ def quantize(x: np.ndarray, # floats; the last axis (a row) must be a whole numb
     for start in range(0, len(blocks), chunk):
         out[start:start + chunk] = fn(blocks[start:start + chunk])
     return QTensor(out.reshape(-1), t, x.shape)
-
-# %% ../nbs/02_quants.ipynb #bc42fe27
-@patch
-def dequantize(self: GGUFFile, name: str) -> np.ndarray:
-    "Tensor `name` of the file as float32, in numpy order (`info.shape`)."
-    qt = self.qtensor(name)
-    if qt.size == 0: raise GGUFError(f"{self.path}: tensor {name!r} has a zero dimension ({qt.shape}): there is nothing to dequantize")
-    return dequantize(qt)

@@ -9,6 +9,7 @@ __all__ = ['QK', 'QK_K', 'GGML_TYPES', 'bf16_to_f32', 'f32_to_bf16', 'GGMLType',
 from dataclasses import dataclass
 from enum import IntEnum
 import numpy as np
+from fastcore.basics import patch
 
 # %% ../nbs/00_tensors.ipynb #0b3cc07d
 def bf16_to_f32(raw):
@@ -42,6 +43,7 @@ class TypeInfo:
 QK = 32      # values per block in the classic quants
 QK_K = 256   # values per super-block in the K-quants
 
+# %% ../nbs/00_tensors.ipynb #c8c0066b
 GGML_TYPES = {
     GGMLType.F32:  TypeInfo(1, 4),
     GGMLType.F16:  TypeInfo(1, 2),
@@ -63,8 +65,8 @@ GGML_TYPES = {
     GGMLType.Q5_K: TypeInfo(QK_K, 2 + 2 + 12 + QK_K // 8 + QK_K // 2),
     GGMLType.Q6_K: TypeInfo(QK_K, QK_K // 2 + QK_K // 4 + QK_K // 16 + 2),  # low 4 bits, high 2 bits, int8 scales, d
     GGMLType.Q8_K: TypeInfo(QK_K, 4 + QK_K + QK_K // 16 * 2),        # f32 d, 256 int8, 16 int16 block sums
-    GGMLType.IQ4_NL: TypeInfo(QK, 2 + QK // 2),
-    GGMLType.IQ4_XS: TypeInfo(QK_K, 2 + 2 + QK_K // 64 + QK_K // 2),
+    GGMLType.IQ4_NL: TypeInfo(QK, 2 + QK // 2),                      # f16 d, 32 nibbles (indices into 16 levels)
+    GGMLType.IQ4_XS: TypeInfo(QK_K, 2 + 2 + QK_K // 64 + QK_K // 2), # d, high bits of 8 scales, their low bits, nibbles
     GGMLType.IQ2_XXS: TypeInfo(QK_K, 2 + QK_K // 4),
     GGMLType.IQ2_XS: TypeInfo(QK_K, 2 + QK_K // 4 + QK_K // 32),
     GGMLType.IQ2_S: TypeInfo(QK_K, 2 + QK_K // 4 + QK_K // 16),
@@ -116,26 +118,32 @@ class QTensor:
     @property
     def size(self) -> int: return int(np.prod(self.shape, dtype=np.int64))
 
-    def rows(self) -> np.ndarray:
-        "The bytes as a `(n_rows, row_bytes)` uint8 view: one row of blocks per output row."
-        return self.data.reshape(self.n_rows, self.row_bytes)
+# %% ../nbs/00_tensors.ipynb #24a7f2b0
+@patch
+def rows(self: QTensor) -> np.ndarray:
+    "The bytes as a `(n_rows, row_bytes)` uint8 view: one row of blocks per output row."
+    return self.data.reshape(self.n_rows, self.row_bytes)
 
-    def blocks(self) -> np.ndarray:
-        "The bytes as a `(n_blocks, type_size)` uint8 view: one record per block."
-        return self.data.reshape(-1, self.info.type_size)
+@patch
+def blocks(self: QTensor) -> np.ndarray:
+    "The bytes as a `(n_blocks, type_size)` uint8 view: one record per block."
+    return self.data.reshape(-1, self.info.type_size)
 
-    def __getitem__(self, i):
-        "Row `i` (or a slice of rows) of a 2-D tensor, still quantized, still a view."
-        if len(self.shape) != 2: raise IndexError("QTensor rows can be indexed on 2-D tensors only")
-        r = self.rows()[i]
-        return QTensor(r, self.type, r.shape[:-1] + (self.shape[-1],))
+@patch
+def __getitem__(self: QTensor, i):
+    "Row `i` (or a slice of rows) of a 2-D tensor, still quantized, still a view."
+    if len(self.shape) != 2: raise IndexError("QTensor rows can be indexed on 2-D tensors only")
+    r = self.rows()[i]
+    return QTensor(r, self.type, r.shape[:-1] + (self.shape[-1],))
 
-    def __repr__(self): return f"QTensor({self.type.name}, shape={self.shape}, {self.nbytes:,} bytes)"
+# %% ../nbs/00_tensors.ipynb #16c49e1b
+@patch
+def __repr__(self: QTensor): return f"QTensor({self.type.name}, shape={self.shape}, {self.nbytes:,} bytes)"
 
-    @classmethod
-    def from_array(cls, x: np.ndarray):
-        "Wrap a float array as an F32/F16 QTensor (no copy when it is already contiguous)."
-        x = np.ascontiguousarray(x)
-        kind = {np.dtype(np.float32): GGMLType.F32, np.dtype(np.float16): GGMLType.F16}.get(x.dtype)
-        if kind is None: raise TypeError(f"from_array takes float32 or float16 arrays, not {x.dtype}")
-        return cls(x.view(np.uint8), kind, x.shape)
+@patch(cls_method=True)
+def from_array(cls: QTensor, x: np.ndarray):
+    "Wrap a float array as an F32/F16 QTensor (no copy when it is already contiguous)."
+    x = np.ascontiguousarray(x)
+    kind = {np.dtype(np.float32): GGMLType.F32, np.dtype(np.float16): GGMLType.F16}.get(x.dtype)
+    if kind is None: raise TypeError(f"from_array takes float32 or float16 arrays, not {x.dtype}")
+    return cls(x.view(np.uint8), kind, x.shape)

@@ -233,3 +233,18 @@ def test_mmap_views_survive_close(tmp_path):
     f.close()
     assert q.data.view(np.float32).tolist() == list(range(8))
     with pytest.raises(ValueError, match="closed"): f.qtensor("t")
+
+
+def test_dequantize_is_gguffile_own_method_and_imports_stay_in_reading_order(tmp_path):
+    "`GGUFFile.dequantize` is defined in chapter 01's module; chapter 02's code is imported only when it runs."
+    import ast, inspect, llmbook.gguf, llmbook.quants
+    assert GGUFFile.dequantize.__module__ == "llmbook.gguf"
+    tree = ast.parse(inspect.getsource(llmbook.gguf))
+    top = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+    top |= {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in top if m.lstrip(".").split(".")[-1] == "quants" or m.startswith("llmbook.quants")}, top
+    x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
+    path = GGUFWriter(tmp_path / "q.gguf").add_tensor("q", llmbook.quants.quantize(x, "Q8_0")).add_tensor("f", x).write()
+    with GGUFFile(path) as f:
+        np.testing.assert_array_equal(f.dequantize("f"), x)
+        np.testing.assert_array_equal(f.dequantize("q"), llmbook.quants.dequantize(f.qtensor("q")))
