@@ -70,10 +70,12 @@ class KVCache:
     n_free = property(lambda self: self.n_ctx - self.pos)
     nbytes = property(lambda self: self.k.nbytes + self.v.nbytes + self.k_ring.nbytes + self.v_ring.nbytes)
 
-    def __repr__(self):
-        ring = f", {len(self.k_ring)} of them rings of {self.ring_slots}" if self.ring_slots else ""
-        return (f"KVCache({self.pos}/{self.n_ctx} positions, {self.n_layers} layers{ring} × {self.n_kv_heads} KV heads × "
-                f"{self.head_dim}, {self.nbytes / 2**20:.1f} MiB)")
+# %% ../nbs/05_kvcache.ipynb #7d66ed3b
+@patch
+def __repr__(self: KVCache):
+    ring = f", {len(self.k_ring)} of them rings of {self.ring_slots}" if self.ring_slots else ""
+    return (f"KVCache({self.pos}/{self.n_ctx} positions, {self.n_layers} layers{ring} × {self.n_kv_heads} KV heads × "
+            f"{self.head_dim}, {self.nbytes / 2**20:.1f} MiB)")
 
 # %% ../nbs/05_kvcache.ipynb #ff9990ff
 @patch
