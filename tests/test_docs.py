@@ -234,3 +234,46 @@ def test_math_renders_offline(rendered):
         assert body.count("<math") >= len(maths), f"{stem}: {len(maths)} formulas, {body.count('<math')} rendered"
         pages += bool(maths)
     assert pages >= 2, "no page with math was checked"
+
+# Outputs that cannot go stale (issue 23). tools/execute_nbs.py records in each code cell's metadata the hash of the
+# source it ran (`execute_nbs.source_sha`) and, in the first cell, one hash of all the code in order (`code_sha`);
+# nbdev_clean keeps them (settings.ini: allowed_cell_metadata_keys = llmbook). A cell whose source no longer has its
+# hash was edited after the run, and the saved outputs on the page may contradict the code above them.
+# Every code cell is checked, not only those with outputs: a cell that printed nothing (`n = 64`, an exported
+# function) feeds the cells after it, so editing it makes their saved outputs stale while their own source is
+# unchanged; and a silent cell may print once edited. Cells added after the run have no hash and fail the same way,
+# and `code_sha` catches a code cell deleted or moved. Only blank cells need no hash (they run nothing).
+import execute_nbs  # noqa: E402
+
+def stale_cells(nb) -> list[str]:
+    "What in `nb` changed since its outputs were saved: the first line (after #| directives) of each stale code cell."
+    meta = lambda c: c.metadata.get(execute_nbs.META, {})
+    code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+    if code and not any("source_sha" in meta(c) for c in code):
+        return ["(no source hashes: executed before tools/execute_nbs.py recorded them)"]
+    first = lambda c: next((l for l in c.source.splitlines() if l.strip() and not l.startswith("#|")), "#|")[:80]
+    stale = [first(c) + ("" if "source_sha" in meta(c) else "   (added after the run)")
+             for c in code if meta(c).get("source_sha") != execute_nbs.source_sha(c.source)]
+    recorded = [meta(c)["code_sha"] for c in nb.cells if "code_sha" in meta(c)]
+    if not stale and recorded != [execute_nbs.code_sha(nb)]:
+        stale.append("(a code cell was deleted or moved)" if recorded else "(the run recorded no code_sha)")
+    return stale
+
+def stale_report(paths) -> str:
+    "The notebooks among `paths` whose saved outputs may be stale, each with its stale cells and the command to fix it."
+    bad = {Path(p).stem: s for p in paths if (s := stale_cells(nbformat.read(p, as_version=4)))}
+    if not bad: return ""
+    lines = [f"{stem}.ipynb:" + "".join(f"\n    {l}" for l in s) for stem, s in bad.items()]
+    return "\n".join(lines) + f"\nre-run them: python tools/execute_nbs.py {' '.join(bad)}  (then commit the notebooks)"
+
+# Skipped only while NO notebook carries hashes: the scheme is new, and no notebook has been re-executed with it yet.
+# Once one has (the lead re-executes every chapter), the check is always on, and a tree in which some notebooks
+# carry hashes and others do not fails, listing the ones still to run.
+ANY_HASHED = any(execute_nbs.META in c.get("metadata", {}) for p in NBS.glob("*.ipynb")
+                 for c in nbformat.read(p, as_version=4).cells)
+
+@pytest.mark.skipif(not ANY_HASHED, reason="no notebook has been executed by tools/execute_nbs.py since it records "
+                    "source hashes: run python tools/execute_nbs.py (every notebook) to turn this check on")
+def test_saved_outputs_match_their_source():
+    report = stale_report(sorted(NBS.glob("*.ipynb")))
+    assert not report, "saved outputs may be stale (a code cell changed after the notebook was executed):\n" + report

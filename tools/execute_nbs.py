@@ -12,10 +12,11 @@ demo's widgets render as saved. Afterwards `nbdev_clean` strips the metadata nbd
 A notebook that fails is left as it was, the error is printed, and the exit status is 1.
 
 Each code cell's metadata records the hash of the source it ran (`"llmbook": {"source_sha": ...}`, see
-`source_sha`), and the notebook's first cell records the CPU the run was made on (`"llmbook": {"run_on":
-...}`) and one hash of all its code in order (`code_sha`: a deleted or moved cell); settings.ini's `allowed_cell_metadata_keys = llmbook` makes nbdev_clean keep both.
-tests/test_docs.py::test_saved_outputs_match_their_source fails when a cell's source no longer has the
-hash it was run with: its saved outputs (and those of the cells after it) may be stale.
+`source_sha`); the notebook's first cell records the CPU the run was made on (`"llmbook": {"run_on": ...}`)
+and one hash of all its code in order (`code_sha`: catches a deleted or moved cell). settings.ini's
+`allowed_cell_metadata_keys = llmbook` makes nbdev_clean keep them. tests/test_docs.py's
+test_saved_outputs_match_their_source fails when a cell's source no longer has the hash it was run with:
+its saved outputs (and those of the cells after it) may be stale.
 """
 import argparse, hashlib, os, platform, shutil, subprocess, sys, time
 from pathlib import Path
@@ -70,7 +71,8 @@ def stamp(nb, cpu=None):
     if nb.cells: nb.cells[0].metadata.setdefault(META, {}).update(run_on=cpu or cpu_info(), code_sha=code_sha(nb))
 
 def execute(path, timeout, cwd=NBS):
-    "Execute the notebook at `path` in place on a fresh kernel (working directory `cwd`); return the seconds it took. Raises on a failing cell."
+    """Execute the notebook at `path` in place on a fresh kernel (working directory `cwd`); return the seconds it
+    took. Raises on a failing cell."""
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
                             resources={"metadata": {"path": str(cwd)}})
