@@ -13,7 +13,6 @@ import numpy as np
 from fastcore.basics import patch
 from .generate import LLM, Session, load, ChatTemplateError, common_prefix
 from .kvcache import ContextFullError
-from .cli import COMMANDS
 
 # %% auto #0
 __all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'COMPLETION_FIELDS', 'MESSAGE_FIELDS', 'GENERATE_ARGS', 'FINISH_REASONS',
@@ -146,10 +145,6 @@ def _in_range(req, name, lo, hi, default=None):
     if not lo <= v <= hi: raise bad_request(f"{name} must be between {lo} and {hi}, got {v}", name)
     return v
 
-def _needs(arg: str, param: str):
-    if arg not in GENERATE_ARGS:
-        raise bad_request(f"'{param}' is not supported by this llmbook (its Session.generate has no '{arg}')", param)
-
 # %% ../nbs/13_serve.ipynb #bca4b84f
 def sampling_kwargs(req, n_vocab: int, chat: bool) -> dict:
     "The keyword arguments of `Session.generate` for request `req`, each value checked."
@@ -166,12 +161,10 @@ def sampling_kwargs(req, n_vocab: int, chat: bool) -> dict:
               # OpenAI's seeds are any integer; the sampler's are 32-bit. No seed and T > 0: a fresh one.
               seed=(req.seed & 0xFFFFFFFF) if req.seed is not None else (None if temperature > 0 else 0))
     for name in ("presence_penalty", "frequency_penalty"):
-        if (v := _in_range(req, name, -2, 2, 0.0)): _needs(name, name); kw[name] = float(v)
-    if req.logit_bias:
-        kw["logit_bias"] = _logit_bias(req.logit_bias, n_vocab)
-        _needs("logit_bias", "logit_bias")
+        if (v := _in_range(req, name, -2, 2, 0.0)): kw[name] = float(v)
+    if req.logit_bias: kw["logit_bias"] = _logit_bias(req.logit_bias, n_vocab)
     k = _logprobs_wanted(req, chat)
-    if k is not None: _needs("logprobs", "logprobs"); kw["logprobs"] = k
+    if k is not None: kw["logprobs"] = k
     kw.update(_structured(req))
     return kw
 
@@ -197,10 +190,9 @@ def _logprobs_wanted(req, chat: bool) -> int | None:
 # %% ../nbs/13_serve.ipynb #d7ee6128
 def _structured(req) -> dict:
     rf, out = req.response_format, {}
-    if req.grammar is not None: _needs("grammar", "grammar"); out["grammar"] = req.grammar
+    if req.grammar is not None: out["grammar"] = req.grammar
     if rf is None or rf.type == "text": return out
     if out: raise bad_request("give either grammar or response_format, not both", "response_format")
-    _needs("json_schema", "response_format")
     if rf.type == "json_object": return {"json_schema": {"type": "object"}}
     if rf.json_schema is None or rf.json_schema.schema_ is None:
         raise bad_request("response_format of type json_schema needs json_schema.schema", "response_format")
@@ -304,7 +296,8 @@ class SlotPool:
     def check_queue(self):
         "Refuse (503) a request that would have to wait when the queue is full."
         if not self.idle and len(self.waiting) >= self.max_queue:
-            raise APIError(503, f"the server is busy: {len(self.slots)} slots in use and {len(self.waiting)} requests "
+            n, w = len(self.slots), len(self.waiting)
+            raise APIError(503, f"the server is busy: {n} slot{'s' * (n != 1)} in use and {w} request{'s' * (w != 1)} "
                                 "waiting; retry later", code="server_busy")
 
     def status(self) -> dict:
@@ -588,7 +581,7 @@ def add_info_routes(app, model: LLM, pool: SlotPool):
 
 # %% ../nbs/13_serve.ipynb #53d2b833
 class BackgroundServer:
-    "A uvicorn server of `app` on host:port in a daemon thread; `.url`, `.stop()`."
+    "A uvicorn server of `app` on host:port in a daemon thread; `.url`, `.stop()`, or `with BackgroundServer(app) as s:`."
     def __init__(self, app, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning"):
         import uvicorn
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
@@ -602,6 +595,9 @@ class BackgroundServer:
     def stop(self):
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.stop()
 
 def free_port(host: str = "127.0.0.1") -> int:
     "A TCP port nobody listens on now."
@@ -628,6 +624,7 @@ def serve_args(p):
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (default warning; info logs every request)")
 
+# %% ../nbs/13_serve.ipynb #12fd19bb
 def warm_up(model: LLM):
     "Run both paths of the forward pass once (a batch and one token), so kernels are ready before the first client."
     cache = model.new_cache(4)
@@ -649,5 +646,3 @@ def run_serve(args) -> int:
     import uvicorn
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
-
-COMMANDS["serve"] = (serve_args, run_serve, "serve a model over OpenAI's HTTP API (chat and completions)")
