@@ -135,12 +135,6 @@ _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n{L}
            r"| ?[^{S}{L}{N}]+[\r\n]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
 _QWEN2 = _LLAMA3.replace("[{N}]{{1,3}}", "[{N}]")
 _DIGIT = r"[{N}]"
-_CONTRACTION = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-_TEKKEN = (r"[^\r\n{L}{N}]?[{LU}]*[{LL}]+|[^\r\n{L}{N}]?[{LU}]+[{LL}]*|[{N}]| ?[^{S}{L}{N}]+[\r\n/]*"
-           r"|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
-_GPT4O = (r"[^\r\n{L}{N}]?[{LU}]*[{LL}]+" + _CONTRACTION + r"?|[^\r\n{L}{N}]?[{LU}]+[{LL}]*" + _CONTRACTION +
-          r"?|[{N}]{{1,3}}| ?[^{S}{L}{N}]+[\r\n/]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
-_QWEN35 = (_CONTRACTION + r"|[^\r\n{L}{N}]?[{L}{M}]+|[{N}]| ?[^{S}{L}{M}{N}]+[\r\n]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
 
 @dataclass(frozen=True)
 class PreTokenizer:
@@ -167,26 +161,11 @@ def pre_tokenize(text: str, pre: PreTokenizer) -> list:
     return words
 
 # %% ../nbs/07_tokenizer.ipynb #cb0ef908
-PRE_TOKENIZERS = {}
-for _names, _pre in [
-        (("gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
-          "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais", "exaone4"),
-         PreTokenizer("gpt-2", (_GPT2,))),
-        (("trillion", "granite-docling"), PreTokenizer("trillion", (_GPT2,), clean_spaces=False)),
-        (("starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"),
-         PreTokenizer("starcoder", (_DIGIT, _GPT2))),
-        (("smollm", "command-r"), PreTokenizer("smollm", (_DIGIT, _GPT2), clean_spaces=False)),
-        (("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"),
-         PreTokenizer("llama-bpe", (_LLAMA3,), ignore_merges=True, add_bos=True)),
-        (("dbrx", "smaug-bpe"), PreTokenizer("dbrx", (_LLAMA3,))),
-        (("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open", "grok-2"),
-         PreTokenizer("qwen2", (_QWEN2,), clean_spaces=False)),
-        (("megrez", "stablelm2"), PreTokenizer("megrez", (_QWEN2,))),
-        (("qwen35",), PreTokenizer("qwen35", (_QWEN35,), clean_spaces=False)),
-        (("tekken",), PreTokenizer("tekken", (_TEKKEN,), clean_spaces=False, ignore_merges=True, add_bos=True)),
-        (("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"), PreTokenizer("gpt-4o", (_GPT4O,), clean_spaces=False)),
-]:
-    for _n in _names: PRE_TOKENIZERS[_n] = _pre
+PRE_TOKENIZERS = {p.name: p for p in (          # tokenizer.ggml.pre -> PreTokenizer
+    PreTokenizer("gpt-2", (_GPT2,)),
+    PreTokenizer("smollm", (_DIGIT, _GPT2), clean_spaces=False),
+    PreTokenizer("llama-bpe", (_LLAMA3,), ignore_merges=True, add_bos=True),
+    PreTokenizer("qwen2", (_QWEN2,), clean_spaces=False))}
 
 # %% ../nbs/07_tokenizer.ipynb #ca101904
 _C_SPACE = " \t\n\v\f\r"                           # what C's isspace() calls whitespace
@@ -407,7 +386,8 @@ def _setup_model(self: Vocab, md):
 
 # %% ../nbs/07_tokenizer.ipynb #7ade3c43
 @patch
-def _setup_special(self: Vocab, md):
+def _setup_eog(self: Vocab, md):
+    "The end-of-turn, end-of-message and fill-in-the-middle ids, made control tokens, and the end-of-generation set."
     n, attrs = self.n_vocab, self.attrs
     found = self._ids_of({*_EOT_TEXTS, *_EOG_TEXTS, "<|eom_id|>", *(t for ts in _FIM_TEXTS.values() for t in ts)})
     def find_by_text(texts):                 # the lowest id among the tokens whose text is one of `texts`
@@ -431,21 +411,18 @@ def _setup_special(self: Vocab, md):
         tid = found.get(t)
         if tid is not None: eog.add(tid); force_control(tid)
     eog |= {tid for tid in (self.eos, self.eot, self.eom) if tid >= 0}
-    texts = {self.tokens[t]: t for t in eog}
-    if "<|return|>" in texts and "<|call|>" in texts and "<|end|>" in texts:   # gpt-oss: <|end|> ends a message only
-        eog.discard(texts["<|end|>"]); attrs[texts["<|end|>"]] = _USER_DEFINED
-    if "</s>" in texts and ("<|tool_response>" in texts or "<|plamo:eos|>" in texts):
-        eog.discard(texts["</s>"]); attrs[texts["</s>"]] = _NORMAL
     self.eog_ids = frozenset(eog)
+
+# %% ../nbs/07_tokenizer.ipynb #33317ed9
+_FAMILY_SPECIAL_RULES = []            # functions (vocab, metadata) run after _setup_eog: see "Other families"
+
+@patch
+def _setup_special(self: Vocab, md):
+    "The end-of-generation set, the family rules, then the special tokens longest first (for `split_special`)."
+    self._setup_eog(md)
+    for rule in _FAMILY_SPECIAL_RULES: rule(self, md)
+    attrs = self.attrs
     special = np.flatnonzero(attrs & _SPECIAL).tolist()
-    name = md.get("general.name")
-    name = name.encode("utf-8", "surrogateescape").lower() if isinstance(name, str) else b""   # ASCII-only, as C's tolower
-    if b"phi-3" in name or b"phi3" in name:
-        attrs[special] |= _RSTRIP
-        ids = self._ids_of(("</s>", "<unk>", "<s>", "<|endoftext|>"))
-        if "</s>" in ids: attrs[ids["</s>"]] |= _RSTRIP
-        for t in ("<unk>", "<s>", "<|endoftext|>"):
-            if t in ids: attrs[ids[t]] &= 0xFFFF ^ _RSTRIP
     self._lstrip = frozenset(np.flatnonzero(attrs & _LSTRIP).tolist())
     self._rstrip = frozenset(np.flatnonzero(attrs & _RSTRIP).tolist())
     special.sort(key=lambda i: -len(self.tokens[i].encode("utf-8", "surrogateescape")))
@@ -622,3 +599,58 @@ class StreamDecoder:
         "Whatever is still held back at the end: an incomplete character becomes U+FFFD."
         rest, self._pending = _clean_spaces(self._pending), b""
         return self._utf8.decode(rest, final=True)
+
+# %% ../nbs/07_tokenizer.ipynb #320b1775
+for _names, _pre in [
+        (("phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert",
+          "jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais", "exaone4"), PRE_TOKENIZERS["gpt-2"]),
+        (("trillion", "granite-docling"), PreTokenizer("trillion", (_GPT2,), clean_spaces=False)),
+        (("starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"),
+         PreTokenizer("starcoder", (_DIGIT, _GPT2))),
+        (("command-r",), PRE_TOKENIZERS["smollm"]),
+        (("llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"),
+         PRE_TOKENIZERS["llama-bpe"]),
+        (("dbrx", "smaug-bpe"), PreTokenizer("dbrx", (_LLAMA3,))),
+        (("deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open", "grok-2"), PRE_TOKENIZERS["qwen2"]),
+        (("megrez", "stablelm2"), PreTokenizer("megrez", (_QWEN2,))),
+]:
+    for _n in _names: PRE_TOKENIZERS[_n] = _pre
+
+# %% ../nbs/07_tokenizer.ipynb #d7f76287
+_CONTRACTION = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+_TEKKEN = (r"[^\r\n{L}{N}]?[{LU}]*[{LL}]+|[^\r\n{L}{N}]?[{LU}]+[{LL}]*|[{N}]| ?[^{S}{L}{N}]+[\r\n/]*"
+           r"|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
+_GPT4O = (r"[^\r\n{L}{N}]?[{LU}]*[{LL}]+" + _CONTRACTION + r"?|[^\r\n{L}{N}]?[{LU}]+[{LL}]*" + _CONTRACTION +
+          r"?|[{N}]{{1,3}}| ?[^{S}{L}{N}]+[\r\n/]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
+_QWEN35 = (_CONTRACTION + r"|[^\r\n{L}{N}]?[{L}{M}]+|[{N}]| ?[^{S}{L}{M}{N}]+[\r\n]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
+
+PRE_TOKENIZERS["qwen35"] = PreTokenizer("qwen35", (_QWEN35,), clean_spaces=False)
+PRE_TOKENIZERS["tekken"] = PreTokenizer("tekken", (_TEKKEN,), clean_spaces=False, ignore_merges=True, add_bos=True)
+for _n in ("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"):
+    PRE_TOKENIZERS[_n] = PreTokenizer("gpt-4o", (_GPT4O,), clean_spaces=False)
+
+# %% ../nbs/07_tokenizer.ipynb #5fe2b3d4
+def _message_end_tokens(vocab: Vocab, md: dict):
+    "gpt-oss's `<|end|>` and plamo's `</s>` end a message, not the generation (llama.cpp's rules)."
+    attrs, eog = vocab.attrs, set(vocab.eog_ids)
+    texts = {vocab.tokens[t]: t for t in eog}
+    if "<|return|>" in texts and "<|call|>" in texts and "<|end|>" in texts:   # gpt-oss: <|end|> ends a message only
+        eog.discard(texts["<|end|>"]); attrs[texts["<|end|>"]] = _USER_DEFINED
+    if "</s>" in texts and ("<|tool_response>" in texts or "<|plamo:eos|>" in texts):
+        eog.discard(texts["</s>"]); attrs[texts["</s>"]] = _NORMAL
+    vocab.eog_ids = frozenset(eog)
+
+# %% ../nbs/07_tokenizer.ipynb #0bda9670
+def _phi3_rstrip(vocab: Vocab, md: dict):
+    "In a model named Phi-3, special tokens (and `</s>`; not `<unk>`, `<s>`, `<|endoftext|>`) take the whitespace after them."
+    name = md.get("general.name")
+    name = name.encode("utf-8", "surrogateescape").lower() if isinstance(name, str) else b""   # ASCII-only, as C's tolower
+    if b"phi-3" not in name and b"phi3" not in name: return
+    attrs = vocab.attrs
+    attrs[np.flatnonzero(attrs & _SPECIAL).tolist()] |= _RSTRIP
+    ids = vocab._ids_of(("</s>", "<unk>", "<s>", "<|endoftext|>"))
+    if "</s>" in ids: attrs[ids["</s>"]] |= _RSTRIP
+    for t in ("<unk>", "<s>", "<|endoftext|>"):
+        if t in ids: attrs[ids[t]] &= 0xFFFF ^ _RSTRIP
+
+_FAMILY_SPECIAL_RULES += [_message_end_tokens, _phi3_rstrip]
