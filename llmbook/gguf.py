@@ -328,15 +328,6 @@ def __enter__(self: GGUFFile): return self
 @patch
 def __exit__(self: GGUFFile, *exc): self.close()
 
-# %% ../nbs/01_gguf.ipynb #57bf59a5
-@patch
-def dequantize(self: GGUFFile, name: str) -> np.ndarray:
-    "Tensor `name` of the file as float32, in numpy order (`tensors[name].shape`), decoded by chapter 02's `dequantize`."
-    from llmbook.quants import dequantize        # chapter 02 comes later in reading order: imported when first used
-    qt = self.qtensor(name)
-    if qt.size == 0: raise GGUFError(f"{self.path}: tensor {name!r} has a zero dimension ({qt.shape}): there is nothing to dequantize")
-    return dequantize(qt)
-
 # %% ../nbs/01_gguf.ipynb #071c3553
 @patch
 def summary(self: GGUFFile, max_tensors: int | None = None) -> str:
@@ -366,6 +357,15 @@ def summary(self: GGUFFile, max_tensors: int | None = None) -> str:
 def __repr__(self: GGUFFile):
     return (f"GGUFFile({str(self.path)!r}, version={self.version}, arch={self.arch!r}, "
             f"{len(self.tensors)} tensors, {len(self.metadata)} metadata keys)")
+
+# %% ../nbs/01_gguf.ipynb #57bf59a5
+@patch
+def dequantize(self: GGUFFile, name: str) -> np.ndarray:
+    "Tensor `name` of the file as float32, in numpy order (`tensors[name].shape`), decoded by chapter 02's `dequantize`."
+    from llmbook.quants import dequantize        # chapter 02 comes later in reading order: imported when first used
+    qt = self.qtensor(name)
+    if qt.size == 0: raise GGUFError(f"{self.path}: tensor {name!r} has a zero dimension ({qt.shape}): there is nothing to dequantize")
+    return dequantize(qt)
 
 # %% ../nbs/01_gguf.ipynb #55ecef19
 _INT_TYPES = [GGUFValueType.INT32, GGUFValueType.INT64, GGUFValueType.UINT64]
