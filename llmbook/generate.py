@@ -57,12 +57,16 @@ class LLM(Model):
                                  "it runs on token ids only (logits, forward)")
         return self._tokenizer
 
-def load(path=None, n_threads: int | None = None, n_ctx: int | None = None, kernels: str | None = None) -> LLM:
+def load(path=None, n_threads: int | None = None, n_ctx: int | None = None, kernels: str | None = None,
+         deterministic: bool | None = None) -> LLM:
     """Open a model with its tokenizer, on the fast engine of chapter 06a. `path`: a GGUF file, None for the embedded
     SmolLM2-135M-Instruct, a Hugging Face checkpoint directory or a hub name `org/repo[:QUANT]` (both through
     chapter 14, see `model_file`); `n_ctx`: positions of a KV cache; `n_threads`: the kernels' threads (default: the
-    physical cores); `kernels`: 'avx2' or 'float' forces a kernel set (default: the best this CPU has)."""
-    return LLM(GGUFFile(model_file(path)), n_ctx, engine=lambda model: KernelEngine(model, n_threads, kernels))
+    physical cores); `kernels`: 'avx2' or 'float' forces a kernel set (default: the best this CPU has);
+    `deterministic`: a token's logits are the same bits however it is batched (chapter 06b; default: where it is
+    free, the integer kernels)."""
+    return LLM(GGUFFile(model_file(path)), n_ctx,
+               engine=lambda model: KernelEngine(model, n_threads, kernels, deterministic))
 
 # %% ../nbs/09_generate.ipynb #2d178ced
 class StopMatcher:

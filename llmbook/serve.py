@@ -637,7 +637,8 @@ def run_serve(args) -> int:
         print(f"llmbook serve: error: the server needs FastAPI and uvicorn: {SERVE_INSTALL}", file=sys.stderr)
         return 1
     kernels = None if args.kernels == "auto" else args.kernels
-    model = load(args.model, n_threads=args.threads, n_ctx=args.n_ctx, kernels=kernels)
+    # one answer per request, whatever else the server runs (chapter 06b): on for every kernel set
+    model = load(args.model, n_threads=args.threads, n_ctx=args.n_ctx, kernels=kernels, deterministic=True)
     app = make_app(model, args.parallel, args.n_ctx, args.queue)
     warm_up(model)
     pool = app.state.pool
