@@ -86,3 +86,37 @@ def test_usage():
     assert r.returncode == 0 and "--max-tensors" in r.stdout
     r = llmbook("nosuchcommand")
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+LATER_PARTS = ("llmbook.serve", "llmbook.hf", "fastapi", "uvicorn")
+
+def imported_by(code: str) -> list:
+    "Which of chapter 13's and 14's modules (and FastAPI, uvicorn) a fresh Python has imported after `code`."
+    probe = code + f"\nimport sys; print([m for m in {LATER_PARTS!r} if m in sys.modules])"
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+def cli_run(*args) -> str:
+    "Code that runs `llmbook ARGS` in-process through `main`, its output and `--help`'s exit swallowed."
+    return ("import contextlib, io\nfrom llmbook.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    try: main({list(args)!r})\n    except SystemExit: pass")
+
+def test_help_lists_every_command_and_imports_no_later_chapter():
+    r = llmbook("--help")
+    assert r.returncode == 0
+    for name in ["inspect", "generate", "chat", "tokenize", "quantize", "perplexity", "bench", "serve", "convert"]:
+        assert f"\n    {name}" in r.stdout, name
+    assert imported_by("import llmbook, llmbook.cli") == []
+    assert imported_by(cli_run("--help")) == []
+    assert imported_by(cli_run("inspect", "--help")) == []
+    assert imported_by(cli_run("convert", "--help")) == ["llmbook.hf"]       # the control: the probe sees imports
+
+def test_later_commands_and_names_load_when_used():
+    r = llmbook("convert", "--help")
+    assert r.returncode == 0 and "checkpoint directory" in r.stdout
+    r = llmbook("serve", "--help")
+    assert r.returncode == 0 and "--port" in r.stdout
+    # the public names of chapters 13 and 14 are still llmbook's, imported on first use
+    assert imported_by("import llmbook\nassert callable(llmbook.convert) and callable(llmbook.export_hf)") == ["llmbook.hf"]
+    assert "llmbook.serve" in imported_by("import llmbook\nassert callable(llmbook.make_app)")
