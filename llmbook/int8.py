@@ -676,13 +676,14 @@ def repack_q4_k_x8(w, rows_at, n_cols):
                             out[o + 128 * j + 32 * h + 4 * r + e] = lo | (hi << 4)
     return out
 
-# %% ../nbs/03a_int8.ipynb #d4c7de0f
+# %% ../nbs/03a_int8.ipynb #03b54f7b
 V8I16, V8I8, V8F16 = ir.VectorType(I16, 8), ir.VectorType(I8, 8), ir.VectorType(ir.HalfType(), 8)
 
 def _broadcast4(builder, p, offset):
     "The 4 bytes at p + offset repeated in all eight 32-bit lanes (one `vpbroadcastd`), as 32 bytes."
     return builder.bitcast(_splat(builder, _at(builder, p, offset, I32), V8I32), V32I8)
 
+# %% ../nbs/03a_int8.ipynb #d4c7de0f
 @intrinsic
 def q4_k_x8_dot(typingctx, acc, w, wo, xq, xo, sums32, so, dx):
     "acc + dx * (the 8 rows of the group at byte wo of w) . (the 256 activations at xq[xo:]), one row per lane."
@@ -712,6 +713,7 @@ def q4_k_x8_dot(typingctx, acc, w, wo, xq, xo, sums32, so, dx):
         return fma(builder.sitofp(mins, V8F32), builder.fneg(f16s(1168)), acc)
     return f32x8(acc, w, wo, xq, xo, sums32, so, dx), codegen
 
+# %% ../nbs/03a_int8.ipynb #57a16c01
 @intrinsic
 def vstore(typingctx, acc, out, i):
     "out[i:i+8] = the eight lanes of acc."
