@@ -138,14 +138,40 @@ def test_chat_prefix_is_reused(client):
 
 
 def test_four_clients_at_once_get_their_own_greedy_answers(server, client, model):
-    # cache_prompt false: each prompt runs from position 0, as the library's chat does (on the int8 kernels, a prompt
-    # split into a cached prefix and the rest can give slightly different logits: see chapter 13)
+    # One answer (chapter 06b): a request's tokens and logprobs do not depend on what else the server runs, nor on a
+    # cached prefix another request left in its slot: compared exactly, with prefix reuse on (the default).
     questions = ["Name a fruit.", "Name a city.", "Name an animal.", "Name a river."]
-    ask = lambda q: chat(client, q, extra_body={"cache_prompt": False}).choices[0].message.content
+    def ask(q):
+        r = chat(client, q, logprobs=True, top_logprobs=2)
+        return r.choices[0].message.content, [(t.token, t.logprob, [(x.token, x.logprob) for x in t.top_logprobs])
+                                               for t in r.choices[0].logprobs.content]
     want = [str(model.chat([{"role": "user", "content": q}], max_tokens=16)) for q in questions]
     alone = [ask(q) for q in questions]
     with ThreadPoolExecutor(4) as ex: together = list(ex.map(ask, questions))
-    assert together == alone == want and len(set(alone)) > 1
+    again = [ask(q) for q in questions]                 # now with prefixes cached in the slots
+    assert together == alone == again and [a for a, _ in alone] == want and len(set(want)) > 1
+    wait_idle(server)
+
+
+def test_seeded_sampling_is_the_same_alone_and_together(server, client):
+    "A seeded draw at temperature 1 is a function of the request alone: the same text with four requests in flight."
+    prompts = [("Tell me a word.", 1), ("Tell me a colour.", 2), ("Tell me a number.", 3), ("Tell me a name.", 4)]
+    ask = lambda p: chat(client, p[0], max_tokens=12, temperature=1.0, seed=p[1]).choices[0].message.content
+    alone = [ask(p) for p in prompts]
+    with ThreadPoolExecutor(4) as ex: together = list(ex.map(ask, prompts))
+    assert together == alone
+    wait_idle(server)
+
+
+def test_langchain_batch_equals_sequential(server):
+    "LangChain's ChatOpenAI.batch (concurrent requests) against the same prompts invoked one after another."
+    lc = pytest.importorskip("langchain_openai", reason="the LangChain check needs langchain-openai (dev extras)")
+    llm = lc.ChatOpenAI(base_url=server + "/v1", api_key="none", model="smollm2", temperature=0, max_tokens=16,
+                        max_retries=0, timeout=120)
+    prompts = ["Name a planet.", "Name a tree.", "Name a metal."]
+    sequential = [llm.invoke(p).content for p in prompts]
+    batched = [r.content for r in llm.batch(prompts, config={"max_concurrency": 3})]
+    assert batched == sequential and all(sequential)
     wait_idle(server)
 
 
@@ -272,8 +298,8 @@ def test_penalties_bias_and_seed_are_honoured(client, model):
     first = model.tokenizer.encode(base.choices[0].message.content)[0]
     banned = chat(client, "List some animals.", max_tokens=4, logit_bias={str(first): -100})
     assert not banned.choices[0].message.content.startswith(model.tokenizer.decode([first]))
-    a, b, c = (chat(client, "Tell me a word.", max_tokens=12, temperature=1.0, seed=s, extra_body={"cache_prompt": False})
-               .choices[0].message.content for s in (42, 42, 7))
+    a, b, c = (chat(client, "Tell me a word.", max_tokens=12, temperature=1.0, seed=s).choices[0].message.content
+               for s in (42, 42, 7))
     assert a == b != c
 
 
