@@ -8,18 +8,29 @@ runs). llama.cpp's side (through llama-cpp-python, in its own interpreter: llmbo
 same prompt ids (numpy's generator, same seed) the same way: `eval(prompt)`, then one token at a time.
 The two sides alternate for a few rounds and the best of each counts, so that load from other programs
 on the machine does not favour one side.
-Prints the Markdown rows for nbs/index.ipynb ("How fast, against llama.cpp"), with the kernel set llmbook chose.
+Prints one Markdown row per model as it goes, with the kernel set llmbook chose. With `--write` it also writes
+bench/speed.json, the one source of the speed table on nbs/index.ipynb ("How fast, against llama.cpp"): the CPU
+(model name and instruction sets), threads, llama-cpp-python's version, the date, the method and, per model, the
+prefill and decode tokens/s of both sides. Then re-run the index (`python tools/execute_nbs.py index`) and
+README.md (`python tools/docs_html.py --readme`).
+
+    python tools/bench_index.py --write            # measure, then write bench/speed.json
+
 The Llama-3.2-1B-shaped file is `bench/make_llama1b.py`'s (random weights: speed only).
 """
-import argparse, json, os, subprocess, sys, tempfile
+import argparse, datetime, json, os, subprocess, sys, tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tools"))
 from conftest import smollm2_file, gemma3_file  # noqa: E402  (where the tests find the real models)
+from execute_nbs import cpu_info                # noqa: E402  (the CPU record the notebooks' runs use too)
+SPEED_JSON = ROOT / "bench" / "speed.json"
 
 LLAMA_CPP = r"""
 import json, sys, time, numpy as np
+import llama_cpp
 from llama_cpp import Llama
 path, n_prompt, n_gen, repeat, threads = sys.argv[1], *map(int, sys.argv[2:6])
 llm = Llama(model_path=path, n_ctx=n_prompt + n_gen + 8, n_threads=threads, n_threads_batch=threads, verbose=False)
@@ -32,7 +43,7 @@ def run():
     return t1 - t0, time.perf_counter() - t1
 run()                                                  # warm-up
 best = [min(t) for t in zip(*(run() for _ in range(repeat)))]
-print(json.dumps(dict(prefill=n_prompt / best[0], decode=n_gen / best[1])))
+print(json.dumps(dict(prefill=n_prompt / best[0], decode=n_gen / best[1], version=llama_cpp.__version__)))
 """
 
 def llmbook_side(path, a):
@@ -47,6 +58,18 @@ def llama_cpp_side(path, a):
     if r.returncode: sys.exit(f"llama.cpp side failed:\n{r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
+def measure(name, path, a):
+    "Both sides on one file, alternating for `a.rounds` rounds; the best of each side counts."
+    ours, ref = {}, {}
+    for _ in range(a.rounds):          # alternate the two sides: a burst of load elsewhere hits both alike
+        for best, side in ((ours, llmbook_side), (ref, llama_cpp_side)):
+            r = side(path, a)
+            for k in ("prefill", "decode"): best[k] = max(best.get(k, 0.0), r[k])
+            for k in ("kernels", "version"):
+                if k in r: best[k] = r[k]
+    return dict(name=name, kernels=ours["kernels"], llmbook=dict(prefill=round(ours["prefill"], 1), decode=round(ours["decode"], 1)),
+                llama_cpp=dict(prefill=round(ref["prefill"], 1), decode=round(ref["decode"], 1))), ref.get("version")
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -54,22 +77,32 @@ def main():
     ap.add_argument("--gen-tokens", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3, help="runs per process (best counts)")
     ap.add_argument("--rounds", type=int, default=3, help="processes per side, alternating (best counts)")
-    ap.add_argument("--refpy", default=os.environ.get("REFPY", "/work/ref/venv/bin/python"))
+    ap.add_argument("--refpy", default=os.environ.get("REFPY", "/work/refvenv/bin/python"))
     ap.add_argument("--llama1b", default="/work/models/llama1b-q4_k_m.gguf", help="bench/make_llama1b.py's file (skipped if absent)")
+    ap.add_argument("--write", nargs="?", const=str(SPEED_JSON), default=None, metavar="PATH",
+                    help=f"write the measurements as JSON (default PATH: {SPEED_JSON.relative_to(ROOT)}, the index's table)")
     a = ap.parse_args()
-    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    load = os.getloadavg()[0]
+    print(f"load average before: {load:.1f} on {os.cpu_count()} cores", file=sys.stderr)
     models = [("SmolLM2-135M-Instruct Q4_1", smollm2_file()), ("Gemma 3 270M Q4_K_M", gemma3_file())]
     if Path(a.llama1b).is_file(): models.append(("Llama-3.2-1B-shaped Q4_K_M (random weights)", Path(a.llama1b)))
+    rows, version = [], None
     for name, path in models:
         if path is None: print(f"| {name} | {a.threads} | (model not installed) ||||||"); continue
-        ours, ref = {}, {}
-        for _ in range(a.rounds):          # alternate the two sides: a burst of load elsewhere hits both alike
-            for best, side in ((ours, llmbook_side), (ref, llama_cpp_side)):
-                r = side(path, a)
-                for k in ("prefill", "decode"): best[k] = max(best.get(k, 0.0), r[k])
-                if "kernels" in r: best["kernels"] = r["kernels"]
-        print(f"| {name} | {a.threads} | {ours['kernels']} | {ours['prefill']:.0f} | {ref['prefill']:.0f} | "
-              f"{ours['decode']:.1f} | {ref['decode']:.1f} |", flush=True)
+        row, version = measure(name, path, a)
+        rows.append(row)
+        print(f"| {name} | {a.threads} | {row['kernels']} | {row['llmbook']['prefill']:.0f} | {row['llama_cpp']['prefill']:.0f} | "
+              f"{row['llmbook']['decode']:.1f} | {row['llama_cpp']['decode']:.1f} |", flush=True)
+    if a.write:
+        cpu = cpu_info()
+        out = dict(cpu=dict(model=cpu["model"], isa=cpu["isa"], cpus=cpu["cpus"], machine=cpu["machine"]),
+                   threads=a.threads, llama_cpp_python=version,
+                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+                   method=dict(prompt_tokens=a.prompt_tokens, gen_tokens=a.gen_tokens, repeat=a.repeat, rounds=a.rounds,
+                               load_average_before=round(load, 1)),
+                   models=rows)
+        Path(a.write).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {a.write}: now python tools/execute_nbs.py index && python tools/docs_html.py --readme", file=sys.stderr)
 
 if __name__ == "__main__":
     main()
