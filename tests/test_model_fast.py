@@ -175,11 +175,14 @@ def test_real_model_integer_kernels_near_numpy(real_pair):
     clear = top2[:, 1] - top2[:, 0] >= 1.0             # random ids make flat distributions: judge clear choices
     top1 = (a.argmax(-1) == b.argmax(-1))[clear].mean()
     print(f"{fast.config.arch}: cosine min {cosine_rows(a, b).min():.5f}, top-1 agreement {top1:.2f} of {clear.sum()} clear")
-    assert cosine_rows(a, b).min() >= 0.99 and clear.sum() >= 5 and top1 >= 0.85
+    # int8 rounding against float32 on real text: min cosine measured 0.9934 (SmolLM2) and 0.9962 (Gemma 3) on an
+    # AVX-512 EPYC, 0.9898 there before the kernels fixed their order; llama.cpp's own rounding moves its logits as
+    # much (one token at a time against one batch, SmolLM2: KL up to 0.034 at a position, top-1 96.4%:
+    # tests/fixtures/llamacpp_batch_spread.json). 0.985 sits under every measured value.
+    assert cosine_rows(a, b).min() >= 0.985 and clear.sum() >= 5 and top1 >= 0.85
     cache = fast.new_cache(64)
     rows = [fast.forward(ids[:10], cache)] + [fast.forward(ids[t:t + 1], cache) for t in range(10, len(ids))]
-    rows = np.concatenate(rows)        # measured: 2.6% / 3.4% of the largest logit, cosine 0.9998 / 0.9944
-    assert np.abs(rows - a).max() < 0.06 * np.abs(a).max() and cosine_rows(rows, a).min() >= 0.99
+    np.testing.assert_array_equal(np.concatenate(rows), a)     # prefill + decode = one pass, bit for bit (06b)
 
 @pytest.mark.parametrize("real_pair", ["smollm2", "gemma3"], indirect=True)
 def test_real_model_kernels_match_numpy(real_pair):
