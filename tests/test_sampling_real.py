@@ -13,7 +13,13 @@ from conftest import load_fixture
 from llmbook.generate import load, _bias
 from llmbook.sampling import Sampler, SamplerSettings
 
-SAFE_P, SAFE_LOGIT = 0.03, 0.5     # the greedy fixtures' margin: Q4_1 logits differ by up to a few tenths
+# How far a draw's u must sit from its token's interval edges to be called safe: as far as rounding of llama.cpp's own
+# size can move a probability. Its one-token-at-a-time logits against its one-batch ones on SmolLM2 reach a KL of
+# kl_max (tests/fixtures/llamacpp_batch_spread.json: 0.034), and by Pinsker's inequality no probability (no CDF
+# edge) then moves more than sqrt(kl_max / 2) = 0.13. (0.03, used before, flipped a pick of safety 0.076 on the float
+# kernels under NUMBA_CPU_NAME=x86-64-v2.) Greedy: the top-2 margin of the greedy fixtures, 0.5.
+SAFE_P = math.sqrt(load_fixture("llamacpp_batch_spread.json")["models"]["smollm2"]["modes"]["one token at a time"]["kl_max"] / 2)
+SAFE_LOGIT = 0.5
 
 @pytest.fixture(scope="module")
 def smol(smollm2_path): return load(smollm2_path, n_ctx=512)
@@ -49,7 +55,7 @@ def test_each_safe_pick_with_llama_cpp_history(smol, case):
         history.append(want)
         logits = sess.extend([want])
     print(f"{case['prompt'][:30]!r}: {checked}/{len(case['tokens'])} picks checked")
-    assert checked >= 10, checked
+    assert checked >= 6, checked       # something is compared: 8-19 of 32 picks per case are safe at SAFE_P (measured)
 
 def test_fixture_has_each_knob():
     s = [c["settings"] for c in FIX["cases"]]
