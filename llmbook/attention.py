@@ -204,28 +204,18 @@ def dots(A, B, C):
             C[i3, j], C[i3, j1] = s30, s31
 
 # %% ../nbs/04_attention.ipynb #aff87574
-@njit   # no fastmath: every output element is summed in the order written, whoever shares the call
-def axpys(A, B, C):
-    """C += A @ B for A (ra, k) and C (ra, n), k a multiple of 4, with B (kb, n), kb <= k: row i of C gets, for keys
-    kk = 0, 4, 8, ... in turn, ((A[i,kk] B[kk] + A[i,kk+1] B[kk+1]) + A[i,kk+2] B[kk+2]) + A[i,kk+3] B[kk+3]. Keys
-    past kb read B's last row, so their weights must be 0. Rows of C in pairs share each B vector loaded; an odd
-    last row goes alone, through the same expression."""
-    ra, k, n, last = A.shape[0], A.shape[1], B.shape[1], B.shape[0] - 1
-    for i in range(0, ra - 1, 2):
-        a0, a1, c0, c1 = A[i], A[i + 1], C[i], C[i + 1]
-        for kk in range(0, k, 4):
+@njit(fastmath={"contract"})   # FMAs, but no regrouping: every row goes through this one loop, in the order written
+def axpys(A, B, C, k0, k1):
+    """C += A[:, k0:k1] @ B[k0:k1] for A (ra, k) and C (ra, n), with B (kb, n): row i of C gets, for the groups of 4
+    keys kk = k0, k0 + 4, ... < k1 (k0 and k1 multiples of 4) in turn, ((A[i,kk] B[kk] + A[i,kk+1] B[kk+1]) +
+    A[i,kk+2] B[kk+2]) + A[i,kk+3] B[kk+3]. Keys past kb read B's last row, so their weights must be 0."""
+    n, last = B.shape[1], B.shape[0] - 1
+    for i in range(A.shape[0]):
+        a, c = A[i], C[i]
+        for kk in range(k0, k1, 4):
             b0, b1, b2, b3 = B[min(kk, last)], B[min(kk + 1, last)], B[min(kk + 2, last)], B[min(kk + 3, last)]
-            p0, p1, p2, p3 = a0[kk], a0[kk + 1], a0[kk + 2], a0[kk + 3]
-            r0, r1, r2, r3 = a1[kk], a1[kk + 1], a1[kk + 2], a1[kk + 3]
-            for x in range(n):
-                c0[x] += ((p0 * b0[x] + p1 * b1[x]) + p2 * b2[x]) + p3 * b3[x]
-                c1[x] += ((r0 * b0[x] + r1 * b1[x]) + r2 * b2[x]) + r3 * b3[x]
-    if ra % 2:
-        a0, c0 = A[ra - 1], C[ra - 1]
-        for kk in range(0, k, 4):
-            b0, b1, b2, b3 = B[min(kk, last)], B[min(kk + 1, last)], B[min(kk + 2, last)], B[min(kk + 3, last)]
-            p0, p1, p2, p3 = a0[kk], a0[kk + 1], a0[kk + 2], a0[kk + 3]
-            for x in range(n): c0[x] += ((p0 * b0[x] + p1 * b1[x]) + p2 * b2[x]) + p3 * b3[x]
+            p0, p1, p2, p3 = a[kk], a[kk + 1], a[kk + 2], a[kk + 3]
+            for x in range(n): c[x] += ((p0 * b0[x] + p1 * b1[x]) + p2 * b2[x]) + p3 * b3[x]
 
 # %% ../nbs/04_attention.ipynb #b9cbddf6
 @njit(fastmath=FAST)
@@ -260,24 +250,24 @@ def first_key(p, window):
     return max(0, p - window + 1) if window > 0 else 0
 
 @njit(fastmath=FAST, inline="always")
-def _fold_segments(part_m, part_l, part_o, t, h, o):
-    """Row (token t, head h): fold its segments' (m, l, O) together in order, each rescaled to the running maximum;
-    a segment it saw no key of has l = 0 and is skipped. Writes O / l into `o`."""
-    n_seg, hd = part_o.shape[2], part_o.shape[3]
-    mx, total, started = np.float32(0), np.float32(0), False
-    for s in range(n_seg):
-        ls = part_l[t, h, s]
-        if ls == 0: continue
-        ms, os = part_m[t, h, s], part_o[t, h, s]
-        if not started:
-            mx, total, started = ms, ls, True
-            for x in range(hd): o[x] = os[x]
-        else:
-            new = max(mx, ms)
-            a, b = exp2(mx - new), exp2(ms - new)
-            total = total * a + ls * b
-            for x in range(hd): o[x] = o[x] * a + os[x] * b
-            mx = new
+def _segments(p, window):
+    "The first and last segment the query at position p sees keys of."
+    return first_key(p, window) // SEG, p // SEG
+
+@njit(fastmath=FAST, inline="always")
+def _fold_segments(part_m, part_l, part_o, s0, s1, t, h, o):
+    """Row (token t, head h), which sees keys in segments s0..s1 (indices into the parts): fold their (m, l, O) in
+    order, each rescaled to the running maximum, and write O / l into `o`."""
+    hd = part_o.shape[3]
+    mx, total = part_m[t, h, s0], part_l[t, h, s0]
+    for x in range(hd): o[x] = part_o[t, h, s0, x]
+    for s in range(s0 + 1, s1 + 1):
+        ms, ls, os = part_m[t, h, s], part_l[t, h, s], part_o[t, h, s]
+        new = max(mx, ms)
+        a, b = exp2(mx - new), exp2(ms - new)
+        total = total * a + ls * b
+        for x in range(hd): o[x] = o[x] * a + os[x] * b
+        mx = new
     inv = np.float32(1) / total
     for x in range(hd): o[x] *= inv
 
@@ -289,12 +279,19 @@ def _task_queries(q, t0, kv, group, qscale, Q):
         for x in range(Q.shape[1]): Q[r, x] = q[t0 + r // group, kv * group + r % group, x] * qscale
 
 @njit(fastmath=FAST, inline="always")
-def _task_store(O, m, l, t0, kv, group, s, part_m, part_l, part_o):
-    "The task's rows: their running max, sum and output over segment s, for the fold."
+def _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o):
+    """The task's rows: a row whose keys all lie in this one segment is done, O / l into `out`; the others hand their
+    running max, sum and output over segment s to the fold."""
     for r in range(O.shape[0]):
         t, h = t0 + r // group, kv * group + r % group
-        part_m[t, h, s], part_l[t, h, s] = m[r], l[r]
-        for x in range(O.shape[1]): part_o[t, h, s, x] = O[r, x]
+        s0, s1 = _segments(pos0 + t, window)
+        if s0 == s1:
+            if s0 == seg0 + s:
+                inv = np.float32(1) / l[r]
+                for x in range(O.shape[1]): out[t, h, x] = O[r, x] * inv
+        elif s0 <= seg0 + s <= s1:
+            part_m[t, h, s], part_l[t, h, s] = m[r], l[r]
+            for x in range(O.shape[1]): part_o[t, h, s, x] = O[r, x]
 
 # %% ../nbs/04_attention.ipynb #2042f355
 @njit(fastmath=FAST, inline="always")
@@ -314,7 +311,8 @@ def _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l):
             a, b = max(ja, first_key(p, window)) - j0, min(jb, p + 1) - j0     # the keys row r sees
             if a < b: softmax_tile(S[r], a, b, r, m, l, O)
             else: S[r, :] = 0
-        axpys(S, V[j0 - off:min(j0 - off + BK, V.shape[0])], O)   # the whole tile: masked weights are 0
+        k0, k1 = (ja - j0) // 4 * 4, (jb - j0 + 3) // 4 * 4                  # whole groups of 4 from the tile's start
+        axpys(S, V[j0 - off:min(j0 - off + BK, V.shape[0])], O, k0, k1)
 
 # %% ../nbs/04_attention.ipynb #73f3a466
 @njit(cache=True, fastmath=FAST, parallel=True)
@@ -331,9 +329,13 @@ def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softca
     qscale = np.float32(scale) * LOG2E               # softmax in base 2: exp(s) = 2**(s log2(e)), folded into q
     bt = BT if n > 1 else 1; n_tb = (n + bt - 1) // bt
     seg0 = first_key(pos0, window) // SEG; n_seg = (L - 1) // SEG + 1 - seg0    # the segments any query sees
-    part_m = np.empty((n, n_heads, n_seg), np.float32); part_o = np.empty((n, n_heads, n_seg, hd), np.float32)
-    part_l = np.empty((n, n_heads, n_seg), np.float32)
-    for i in prange(n * n_heads * n_seg): part_l.reshape(-1)[i] = 0      # 0: no key of the segment seen
+    folds = 0                                        # rows whose keys span segments: folded at the end
+    for t in range(n):
+        s0, s1 = _segments(pos0 + t, window)
+        if s0 != s1: folds += 1
+    n_part = n if folds else 0
+    part_m, part_l = np.empty((n_part, n_heads, n_seg), np.float32), np.empty((n_part, n_heads, n_seg), np.float32)
+    part_o = np.empty((n_part, n_heads, n_seg, hd), np.float32)
     for task in prange(n_kv * n_seg * n_tb):
         kv, s, i = task % n_kv, task // n_kv % n_seg, task // (n_kv * n_seg)
         tb = i // 2 if i % 2 == 0 else n_tb - 1 - i // 2   # alternate early and late token blocks: equal halves
@@ -350,9 +352,12 @@ def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softca
             S = np.zeros((nr, BK), np.float32)
             _task_tiles(Q, k_cache[layer, kv], v_cache[layer, kv], c0, c1, pos0, t0, group, window,
                         np.float32(softcap) * LOG2E, S, O, m, l)
-            _task_store(O, m, l, t0, kv, group, s, part_m, part_l, part_o)
-    for th in prange(n * n_heads):
-        _fold_segments(part_m, part_l, part_o, th // n_heads, th % n_heads, out[th // n_heads, th % n_heads])
+            _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o)
+    if folds:
+        for th in prange(n * n_heads):
+            t, h = th // n_heads, th % n_heads
+            s0, s1 = _segments(pos0 + t, window)
+            if s0 != s1: _fold_segments(part_m, part_l, part_o, s0 - seg0, s1 - seg0, t, h, out[t, h])
 
 # %% ../nbs/04_attention.ipynb #ad9f540f
 def silu(x: np.ndarray) -> np.ndarray:
