@@ -204,13 +204,27 @@ def dots(A, B, C):
             C[i3, j], C[i3, j1] = s30, s31
 
 # %% ../nbs/04_attention.ipynb #aff87574
-@njit(fastmath={"contract"})   # FMAs, but no regrouping: every row goes through this one loop, in the order written
+@njit(fastmath={"contract"})   # FMAs, but no regrouping: every row's sums in the order written
 def axpys(A, B, C, k0, k1):
     """C += A[:, k0:k1] @ B[k0:k1] for A (ra, k) and C (ra, n), with B (kb, n): row i of C gets, for the groups of 4
     keys kk = k0, k0 + 4, ... < k1 (k0 and k1 multiples of 4) in turn, ((A[i,kk] B[kk] + A[i,kk+1] B[kk+1]) +
-    A[i,kk+2] B[kk+2]) + A[i,kk+3] B[kk+3]. Keys past kb read B's last row, so their weights must be 0."""
-    n, last = B.shape[1], B.shape[0] - 1
-    for i in range(A.shape[0]):
+    A[i,kk+2] B[kk+2]) + A[i,kk+3] B[kk+3]. Keys past kb read B's last row, so their weights must be 0. Rows go
+    4 at a time, so that each B vector loaded serves 4 rows; the last few alone, through the same expression."""
+    ra, n, last = A.shape[0], B.shape[1], B.shape[0] - 1
+    for i in range(0, ra - 3, 4):
+        a0, a1, a2, a3, c0, c1, c2, c3 = A[i], A[i + 1], A[i + 2], A[i + 3], C[i], C[i + 1], C[i + 2], C[i + 3]
+        for kk in range(k0, k1, 4):
+            b0, b1, b2, b3 = B[min(kk, last)], B[min(kk + 1, last)], B[min(kk + 2, last)], B[min(kk + 3, last)]
+            p0, p1, p2, p3 = a0[kk], a0[kk + 1], a0[kk + 2], a0[kk + 3]
+            q0, q1, q2, q3 = a1[kk], a1[kk + 1], a1[kk + 2], a1[kk + 3]
+            r0, r1, r2, r3 = a2[kk], a2[kk + 1], a2[kk + 2], a2[kk + 3]
+            s0, s1, s2, s3 = a3[kk], a3[kk + 1], a3[kk + 2], a3[kk + 3]
+            for x in range(n):
+                c0[x] += ((p0 * b0[x] + p1 * b1[x]) + p2 * b2[x]) + p3 * b3[x]
+                c1[x] += ((q0 * b0[x] + q1 * b1[x]) + q2 * b2[x]) + q3 * b3[x]
+                c2[x] += ((r0 * b0[x] + r1 * b1[x]) + r2 * b2[x]) + r3 * b3[x]
+                c3[x] += ((s0 * b0[x] + s1 * b1[x]) + s2 * b2[x]) + s3 * b3[x]
+    for i in range(ra - ra % 4, ra):
         a, c = A[i], C[i]
         for kk in range(k0, k1, 4):
             b0, b1, b2, b3 = B[min(kk, last)], B[min(kk + 1, last)], B[min(kk + 2, last)], B[min(kk + 3, last)]
