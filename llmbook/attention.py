@@ -125,7 +125,7 @@ def attention(q: np.ndarray,              # queries `(n, n_heads, head_dim)`, Ro
 LOG2E = np.float32(1.4426950408889634)
 BK = 96             # keys per tile: long enough to amortize the per-row softmax work, short enough to stay in cache
 BT = 16             # query tokens per prefill task (rows = BT x heads per kv head)
-SEG = 4 * BK        # keys per segment: a row's keys are summed segment by segment, at these absolute boundaries
+SEG = 2 * BK        # keys per segment: a row's keys are summed segment by segment, at these absolute boundaries
 
 
 @intrinsic
