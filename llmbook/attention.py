@@ -269,6 +269,15 @@ def _segments(p, window):
     return first_key(p, window) // SEG, p // SEG
 
 @njit(fastmath=FAST, inline="always")
+def _spanning_rows(pos0, n, window):
+    "How many of the n queries at positions pos0.. see keys in more than one segment (they need the fold)."
+    count = 0
+    for t in range(n):
+        s0, s1 = _segments(pos0 + t, window)
+        if s0 != s1: count += 1
+    return count
+
+@njit(fastmath=FAST, inline="always")
 def _fold_segments(part_m, part_l, part_o, s0, s1, t, h, o):
     """Row (token t, head h), which sees keys in segments s0..s1 (indices into the parts): fold their (m, l, O) in
     order, each rescaled to the running maximum, and write O / l into `o`."""
@@ -335,18 +344,14 @@ def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softca
     of `layer` (`(n_layers, n_kv_heads, n_slots, head_dim)`, filled up to position pos0+n-1; position j in slot
     j % n_slots, a ring when a windowed layer keeps fewer slots than positions); `window` 0 = unlimited.
     Query head h uses kv head h // (n_heads // n_kv_heads). Writes `out` `(n, n_heads, head_dim)`. `softcap` > 0:
-    scores become softcap * tanh(score / softcap) before the softmax (Gemma 2). Each output is the same bits for
-    any n and pos0 that put its query at the same position over the same keys."""
+    scores become softcap * tanh(score / softcap) before the softmax (Gemma 2). Batch-invariant: see above."""
     n, n_heads, hd = q.shape
     n_kv = k_cache.shape[1]; group = n_heads // n_kv
     L = pos0 + n                                     # keys in the cache
     qscale = np.float32(scale) * LOG2E               # softmax in base 2: exp(s) = 2**(s log2(e)), folded into q
     bt = BT if n > 1 else 1; n_tb = (n + bt - 1) // bt
     seg0 = first_key(pos0, window) // SEG; n_seg = (L - 1) // SEG + 1 - seg0    # the segments any query sees
-    folds = 0                                        # rows whose keys span segments: folded at the end
-    for t in range(n):
-        s0, s1 = _segments(pos0 + t, window)
-        if s0 != s1: folds += 1
+    folds = _spanning_rows(pos0, n, window)          # rows whose keys span segments: folded at the end
     n_part = n if folds else 0
     part_m, part_l = np.empty((n_part, n_heads, n_seg), np.float32), np.empty((n_part, n_heads, n_seg), np.float32)
     part_o = np.empty((n_part, n_heads, n_seg, hd), np.float32)
