@@ -1,19 +1,22 @@
 __version__ = "0.1.0"
 # The public API (../shared/DESIGN.md, "Public contract"): the names checks outside the repo rely on.
-# Written by hand (nbdev only updates the version line): each name comes from the chapter that builds it.
+# Written by hand (nbdev only updates the version line): each name comes from the chapter that builds it, in the
+# book's reading order. Part I builds the engine, Part II makes it fast (nothing public of its own: `load` uses it),
+# Part III uses it; `load` (the chapter "Opening a model") is the one place that assembles them.
 from .tensors import GGMLType, QTensor
 from .gguf import GGUFFile, GGUFError, GGUFWriter
 from .quants import dequantize, quantize
 from .model import Model, ModelConfig
 from .tokenizer import Tokenizer, TokenizerError, StreamDecoder
 from .sampling import Sampler, SamplerSettings
-from .grammar import Grammar, GrammarError, json_schema_to_grammar
-from .generate import load, LLM, Session, Completion, ChatTemplateError, render_chat, TokenStep, Stream
+from .generate import LLM, Session, Completion, ChatTemplateError, render_chat, TokenStep, Stream
 from .quantize import quantize_model, quantize_plan, measure, file_type
+from .loading import load
+from .grammar import Grammar, GrammarError, as_grammar, json_schema_to_grammar
 
-# Chapters 13 (serving) and 14 (Hugging Face checkpoints) are optional parts that `import llmbook` does not load:
-# their names are imported the first time they are used (PEP 562). `llmbook.load` imports chapter 14 itself when it
-# is given a checkpoint directory or a hub name.
+# Serving and Hugging Face checkpoints are optional parts that `import llmbook` does not load: their names are
+# imported the first time they are used (PEP 562). `llmbook.load` imports the converter itself when it is given a
+# checkpoint directory or a hub name.
 _LAZY = {"convert": "hf", "export_hf": "hf", "make_app": "serve"}
 
 def __getattr__(name):

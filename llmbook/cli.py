@@ -10,7 +10,7 @@ from .gguf import GGUFFile
 from .kvcache import ContextFullError
 from .model import default_model_path
 from .tokenizer import Tokenizer
-from .generate import load
+from .loading import load
 from .grammar import as_grammar
 from .engine import benchmark, numba_cache_stats
 from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
@@ -163,7 +163,7 @@ def _logit_bias(text: str) -> tuple:
         raise argparse.ArgumentTypeError(f"expecting ID=BIAS (a token id, a number or -inf), got {text!r}") from None
 
 def _read_constraint(args) -> dict:
-    "The grammar or JSON Schema the options name, read once (before the model loads, so a typo fails fast)."
+    "The grammar or JSON Schema the options name, compiled once (before the model loads, so a typo fails fast)."
     if args.grammar is not None and args.json_schema is not None:
         raise ValueError("give --grammar or --json-schema, not both")
     out = {}
@@ -172,8 +172,7 @@ def _read_constraint(args) -> dict:
         spec = args.json_schema
         text = spec if spec.lstrip().startswith(("{", "[", "true")) else Path(spec).read_text()
         out["json_schema"] = text
-    if out: as_grammar(**out)                               # parse now: errors before the model loads
-    return out
+    return {"grammar": as_grammar(**out)} if out else {}
 
 # %% ../nbs/12_cli.ipynb #bd123b72
 def _sampling(args) -> dict:
@@ -378,7 +377,7 @@ def bench_args(p: argparse.ArgumentParser):
 COLD_RUN = """
 import sys, time
 t0 = time.perf_counter()
-from llmbook.generate import load
+from llmbook.loading import load
 m = load(sys.argv[1] or None, n_threads=int(sys.argv[2]) if sys.argv[2] else None, n_ctx=8)
 cache = m.new_cache(8)
 m.forward([1, 2], cache); m.forward([3], cache)

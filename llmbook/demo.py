@@ -15,7 +15,8 @@ import ipywidgets as W
 from fastcore.basics import patch
 from .model import Model
 from .sampling import SamplerSettings
-from .generate import load, TokenStep
+from .generate import TokenStep
+from .loading import load
 
 # %% ../nbs/11_demo.ipynb #000bfa2d
 def prob_color(p: float) -> str:

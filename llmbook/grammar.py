@@ -12,6 +12,7 @@ __all__ = ['END', 'ALT', 'RULE_REF', 'CHAR', 'CHAR_NOT', 'CHAR_RNG_UPPER', 'CHAR
 # %% ../nbs/08a_grammar.ipynb #afa8d24c
 import json, re
 from functools import lru_cache
+from fastcore.basics import patch
 import numpy as np
 import numba
 
@@ -772,3 +773,16 @@ def constrained_sample(sample, logits, matcher: GrammarMatcher):
     masked = np.where(matcher.mask(), logits, np.float32(-np.inf)).astype(np.float32)
     if not np.isfinite(masked).any(): raise GrammarError("the grammar allows no token here")
     return sample(masked), True
+
+# %% ../nbs/08a_grammar.ipynb #d281e93f
+@patch
+def pick(self: GrammarMatcher, sample, logits) -> int:
+    "The next token by `constrained_sample`; the matcher's state moves past it."
+    token, _ = constrained_sample(sample, logits, self)
+    self.accept(token)
+    return token
+
+@patch
+def matcher(self: Grammar, tokenizer) -> GrammarMatcher:
+    "A fresh matcher over `tokenizer`'s vocabulary, for one generation: what chapter 09's loop asks of a constraint."
+    return GrammarMatcher(self, tokenizer)

@@ -13,17 +13,17 @@ from .gguf import GGUFFile, GGUFWriter, GGUFValueType
 from .quants import quantize, dequantize
 from .quantize import FileType, FILE_TYPES, file_type, quantize_plan, LazyQTensor, QuantizeResult, QUANTIZATION_VERSION
 from .tokenizer import Tokenizer, TokenType, PRE_TOKENIZERS, sentencepiece_model
-from .generate import HUB_NAME, is_hub_name
 
 # %% auto #0
 __all__ = ['SAFETENSORS_DTYPES', 'LLAMA_BLOCK_NAMES', 'GEMMA3_BLOCK_NAMES', 'TOP_NAMES', 'SKIPPED', 'HF_ARCHS', 'CHKTXT',
-           'PRE_HASHES', 'PRE_TOKENIZER_JSON', 'SPECIAL_KEYS', 'CONVERT_TYPES', 'GGUF_TO_HF_ARCH', 'CONVERTER_VERSION',
-           'HFError', 'write_safetensors', 'SafetensorsEntry', 'read_safetensors', 'read_safetensors_dir', 'HFArch',
-           'gguf_name', 'permute_qk', 'unpermute_qk', 'rope_hparams', 'hf_hparams', 'llama3_rope_factors',
-           'pre_tokenizer_family', 'looks_special', 'bpe_vocab', 'pre_tokenizer_name', 'special_tokens', 'spm_vocab',
-           'hf_tokenizer', 'hf_config', 'read_hf', 'convert_type', 'write_gguf', 'convert', 'hf_name', 'hf_config_of',
-           'export_hf', 'HubError', 'parse_hub_name', 'pick_gguf', 'hub_cache_dir', 'cached_repo_files', 'resolve_hub',
-           'llmbook_cache_dir', 'converted_path', 'load_source', 'convert_args', 'run_convert']
+           'PRE_HASHES', 'PRE_TOKENIZER_JSON', 'SPECIAL_KEYS', 'CONVERT_TYPES', 'GGUF_TO_HF_ARCH', 'HUB_NAME',
+           'CONVERTER_VERSION', 'HFError', 'write_safetensors', 'SafetensorsEntry', 'read_safetensors',
+           'read_safetensors_dir', 'HFArch', 'gguf_name', 'permute_qk', 'unpermute_qk', 'rope_hparams', 'hf_hparams',
+           'llama3_rope_factors', 'pre_tokenizer_family', 'looks_special', 'bpe_vocab', 'pre_tokenizer_name',
+           'special_tokens', 'spm_vocab', 'hf_tokenizer', 'hf_config', 'read_hf', 'convert_type', 'write_gguf',
+           'convert', 'hf_name', 'hf_config_of', 'export_hf', 'is_hub_name', 'HubError', 'parse_hub_name', 'pick_gguf',
+           'hub_cache_dir', 'cached_repo_files', 'resolve_hub', 'llmbook_cache_dir', 'converted_path', 'load_source',
+           'convert_args', 'run_convert']
 
 # %% ../nbs/14_hf.ipynb #8893048f
 class HFError(ValueError):
@@ -676,6 +676,13 @@ def export_hf(gguf_path, out_dir, dtype: str = "F16") -> Path:
     (out / "tokenizer_config.json").write_text(json.dumps(_tokenizer_config(md), indent=2, ensure_ascii=False) + "\n",
                                                encoding="utf-8")
     return out
+
+# %% ../nbs/14_hf.ipynb #3a9d5b5b
+HUB_NAME = re.compile(r"^([A-Za-z0-9][\w.-]*/[\w.-]+?)(?::([\w.-]+))?$")   # org/repo or org/repo:QUANT
+
+def is_hub_name(name) -> bool:
+    "Whether `name` has the shape of a hub name, `org/repo[:QUANT]` (a path ending in .gguf does not)."
+    return not str(name).endswith(".gguf") and HUB_NAME.match(str(name)) is not None
 
 # %% ../nbs/14_hf.ipynb #5e4567ac
 class HubError(FileNotFoundError):

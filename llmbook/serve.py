@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Literal
 import numpy as np
 from fastcore.basics import patch
-from .generate import LLM, Session, load, ChatTemplateError, common_prefix
+from .generate import LLM, Session, ChatTemplateError, common_prefix
+from .loading import load
+from .grammar import GrammarError, as_grammar
 from .kvcache import ContextFullError
 
 # %% auto #0
@@ -189,14 +191,18 @@ def _logprobs_wanted(req, chat: bool) -> int | None:
 
 # %% ../nbs/13_serve.ipynb #d7ee6128
 def _structured(req) -> dict:
-    rf, out = req.response_format, {}
-    if req.grammar is not None: out["grammar"] = req.grammar
-    if rf is None or rf.type == "text": return out
-    if out: raise bad_request("give either grammar or response_format, not both", "response_format")
-    if rf.type == "json_object": return {"json_schema": {"type": "object"}}
-    if rf.json_schema is None or rf.json_schema.schema_ is None:
-        raise bad_request("response_format of type json_schema needs json_schema.schema", "response_format")
-    return {"json_schema": rf.json_schema.schema_}
+    "The request's `grammar` or `response_format`, compiled (chapter 08a): {'grammar': a Grammar}, or {}."
+    rf, spec = req.response_format, {}
+    if req.grammar is not None: spec["grammar"] = req.grammar
+    if rf is not None and rf.type != "text":
+        if spec: raise bad_request("give either grammar or response_format, not both", "response_format")
+        if rf.type == "json_object": spec = {"json_schema": {"type": "object"}}
+        elif rf.json_schema is None or rf.json_schema.schema_ is None:
+            raise bad_request("response_format of type json_schema needs json_schema.schema", "response_format")
+        else: spec = {"json_schema": rf.json_schema.schema_}
+    if not spec: return {}
+    try: return {"grammar": as_grammar(**spec)}
+    except GrammarError as e: raise bad_request(str(e), "grammar" if "grammar" in spec else "response_format") from None
 
 # %% ../nbs/13_serve.ipynb #82b948f0
 def _message_text(i: int, m) -> dict:
@@ -447,7 +453,7 @@ def model_name(model: LLM) -> str:
 async def prepare(request, model: LLM, pool: SlotPool, kind: str):
     "Validate a request and make its `Job`: (request object, job)."
     req = parse_request(await read_body(request), "ChatRequest" if kind == "chat" else "CompletionRequest")
-    kwargs = sampling_kwargs(req, model.config.n_vocab, chat=kind == "chat")
+    kwargs = await asyncio.to_thread(sampling_kwargs, req, model.config.n_vocab, kind == "chat")   # grammars compile here
     ids = await asyncio.to_thread(chat_ids if kind == "chat" else completion_ids, model, req)
     check_fits(ids, pool.n_ctx)
     return req, Job(ids, kwargs, reuse=req.cache_prompt is not False)

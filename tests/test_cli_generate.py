@@ -2,7 +2,7 @@
 import json
 import pytest
 from conftest import llmbook, load_fixture
-from llmbook.generate import load
+from llmbook.loading import load
 from llmbook.testmodels import write_random_chat_model
 
 def one_error_line(r, *words):

@@ -8,7 +8,8 @@ import pytest
 import ipywidgets as W
 from llmbook.demo import (App, prob_color, text_html, chip_label, token_chip, line_break, candidates_html, parse_seed,
                           transcript)
-from llmbook.generate import load, TokenStep
+from llmbook.generate import TokenStep
+from llmbook.loading import load
 from llmbook.testmodels import write_random_chat_model
 
 

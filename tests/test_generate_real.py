@@ -3,7 +3,7 @@ tools/make_greedy_fixtures.py): the same tokens up to the first step where llama
 and the same text as llama.cpp prints for them."""
 import pytest
 from conftest import load_fixture
-from llmbook.generate import load
+from llmbook.loading import load
 
 MAX_STEPS = 24        # every clear step of the fixtures
 

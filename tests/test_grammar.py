@@ -8,7 +8,7 @@ import pytest
 from conftest import load_fixture
 from llmbook.grammar import (Grammar, GrammarError, GrammarMatcher, JSON_GRAMMAR, JSON_OBJECT_GRAMMAR, as_grammar,
                              json_schema_to_grammar, vocab_trie)
-from llmbook.generate import load
+from llmbook.loading import load
 
 try: import jsonschema
 except ImportError: jsonschema = None
@@ -167,7 +167,7 @@ def test_mask_is_llama_cpp_mask(smol, case):
 @pytest.mark.parametrize("case", FIX["cases"], ids=[c["name"] for c in FIX["cases"]])
 def test_greedy_under_grammar_is_llama_cpp(smol, case):
     n = next((i for i, x in enumerate(case["margin"]) if x < 0.5), len(case["tokens"]))
-    c = smol.generate(case["ids"], max_tokens=len(case["tokens"]), grammar=case["grammar"])
+    c = smol.generate(case["ids"], max_tokens=len(case["tokens"]), grammar=as_grammar(case["grammar"]))
     assert c.tokens[:n] == case["tokens"][:n], case["name"]
     if c.tokens == case["tokens"]: assert str(c) == case["text"] or smol.tokenizer.is_eog(c.tokens[-1])
 
@@ -183,14 +183,14 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
 def test_sampled_outputs_always_parse_and_validate(smol):
     ask = [{"role": "user", "content": "Describe a person as JSON with name and age."}]
     for seed in range(4):
-        c = smol.chat(ask, max_tokens=80, temperature=1.2, top_k=0, top_p=1.0, min_p=0.0, seed=seed, json_schema=PERSON)
+        c = smol.chat(ask, max_tokens=80, temperature=1.2, top_k=0, top_p=1.0, min_p=0.0, seed=seed, grammar=as_grammar(json_schema=PERSON))
         assert c.stop_reason == "eos", (seed, c)
         value = json.loads(c)
         assert set(value) == {"name", "age"} and isinstance(value["age"], int) and len(value["name"]) <= 20
         if jsonschema: jsonschema.validate(value, PERSON)
 
 def test_grammar_with_ignore_eos_stops_when_complete(smol):
-    c = smol.generate("Answer:", max_tokens=20, grammar='root ::= " yes" | " no"', ignore_eos=True)
+    c = smol.generate("Answer:", max_tokens=20, grammar=as_grammar('root ::= " yes" | " no"'), ignore_eos=True)
     assert str(c) in (" yes", " no") and c.stop_reason == "stop"
 
 def test_logprobs_and_bias(smol):

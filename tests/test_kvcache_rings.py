@@ -3,17 +3,17 @@ logits as a cache with a slot per position, on both engines, for prompts, decode
 import numpy as np
 import pytest
 from llmbook.kvcache import KVCache, ContextFullError, layer_slots, cache_bytes
-from llmbook.attention import BK
+from llmbook.kvcache import RING_BLOCK
 from llmbook.gguf import GGUFFile
 from llmbook.model import Model
-from llmbook.generate import load
+from llmbook.loading import load
 from llmbook.testmodels import write_random_model
 from llmbook.int8 import kernel_set
 
 KERNELS = ["float", pytest.param("avx2", marks=pytest.mark.skipif(kernel_set() != "avx2", reason="no AVX2 here"))]
 
 def test_layer_slots_and_bytes():
-    assert layer_slots(4096, 0) == 4096 and layer_slots(4096, 512) == 1056 == 11 * BK
+    assert layer_slots(4096, 0) == 4096 and layer_slots(4096, 512) == 1056 == 11 * RING_BLOCK
     assert layer_slots(1000, 512) == 1000                      # a ring only where it is smaller than the context
     w = [0 if (l + 1) % 6 == 0 else 512 for l in range(18)]   # Gemma 3 270M
     assert cache_bytes(1, 32768, 256, w) == 2 * 4 * 256 * (3 * 32768 + 15 * 1056)

@@ -11,7 +11,8 @@ from llmbook.gguf import GGUFFile, GGUFWriter, GGUFValueType
 from llmbook.kvcache import ContextFullError
 from llmbook.model import Model, ModelConfig, ReferenceEngine, UnsupportedModelError, linear, default_model_path
 from llmbook.engine import KernelEngine
-from llmbook.generate import LLM, load
+from llmbook.generate import LLM
+from llmbook.loading import load
 from llmbook.testmodels import write_random_model
 from llmbook.quants import quantize
 from llmbook.tensors import QTensor, GGMLType

@@ -19,7 +19,7 @@ import pytest
 from llmbook.gguf import GGUFFile
 from llmbook.model import Model
 from llmbook.engine import KernelEngine
-from llmbook.generate import load
+from llmbook.loading import load
 from llmbook.testmodels import write_random_model
 from llmbook import kernels as K
 from llmbook.int8 import BlockMatrix, kernel_set

@@ -8,7 +8,7 @@ import base64
 import numpy as np
 import pytest
 from conftest import load_fixture
-from llmbook.generate import load
+from llmbook.loading import load
 
 CLEAR_MARGIN, MIN_AGREEMENT, MIN_COSINE = 0.5, 0.99, 0.995
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from conftest import load_fixture
 from llmbook.gguf import GGUFFile
-from llmbook.generate import load
+from llmbook.loading import load
 from llmbook.quantize import quantize_model, quantize_plan, file_type, FILE_TYPES
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "make_quantize_fixtures.py"

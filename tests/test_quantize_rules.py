@@ -4,7 +4,7 @@ import io
 import numpy as np
 import pytest
 from llmbook.gguf import GGUFFile
-from llmbook.generate import load
+from llmbook.loading import load
 from llmbook.tensors import GGMLType
 from llmbook.quantize import (quantize_model, quantize_plan, file_type, layer_of, llama_cpp_order, use_more_bits,
                               evaluation_windows, measure, ProgressBar, SAMPLE_TEXT, FILE_TYPES)

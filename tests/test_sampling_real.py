@@ -10,7 +10,8 @@ import hashlib, math
 import numpy as np
 import pytest
 from conftest import load_fixture
-from llmbook.generate import load, _bias
+from llmbook.loading import load
+from llmbook.generate import _bias
 from llmbook.sampling import Sampler, SamplerSettings
 
 # How far a draw's u must sit from its token's interval edges to be called safe: as far as rounding of llama.cpp's own

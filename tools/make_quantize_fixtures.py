@@ -66,7 +66,7 @@ def tiny_model(path: Path) -> Path:
 
 def llmbook_greedy(path, prompt, n) -> list:
     "Greedy continuation by llmbook: one prefill, then one token at a time through the KV cache."
-    from llmbook.generate import load
+    from llmbook.loading import load
     m = load(path, n_ctx=len(prompt) + n)
     cache = m.new_cache()
     logits = m.forward(prompt, cache, n_out=1)

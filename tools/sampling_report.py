@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from test_sampling_real import SAFE_P, SAFE_LOGIT, n_safe  # noqa: E402  (the test's margins, one definition)
-from llmbook.generate import load  # noqa: E402
+from llmbook.loading import load  # noqa: E402
 from llmbook.int8 import kernel_set  # noqa: E402
 
 def report(kernels: str, fixture: dict):
