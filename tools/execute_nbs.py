@@ -13,7 +13,8 @@ A notebook that fails is left as it was, the error is printed, and the exit stat
 
 Each code cell's metadata records the hash of the source it ran (`"llmbook": {"source_sha": ...}`, see
 `source_sha`); the notebook's first cell records the CPU the run was made on (`"llmbook": {"run_on": ...}`)
-and one hash of all its code in order (`code_sha`: catches a deleted or moved cell). settings.ini's
+and one hash of all its code in order (`code_sha`: catches a deleted or moved cell). A markdown cell under the
+title names that machine on the page itself (`run_note`), so every timing a reader sees says where it was made. settings.ini's
 `allowed_cell_metadata_keys = llmbook` makes nbdev_clean keep them. tests/test_docs.py's
 test_saved_outputs_match_their_source fails when a cell's source no longer has the hash it was run with:
 its saved outputs (and those of the cells after it) may be stale.
@@ -70,6 +71,22 @@ def stamp(nb, cpu=None):
         if c.cell_type == "code": c.metadata.setdefault(META, {})["source_sha"] = source_sha(c.source)
     if nb.cells: nb.cells[0].metadata.setdefault(META, {}).update(run_on=cpu or cpu_info(), code_sha=code_sha(nb))
 
+def run_note(cpu: dict) -> str:
+    "The line each executed page shows under its title: the machine its outputs (and every timing on it) come from."
+    isa = ", ".join(f for f in cpu["isa"] if f.startswith(("avx", "amx", "asimd", "sve", "i8mm"))) or "no SIMD flags read"
+    return (f"*Every output on this page, timings included, was made on one machine: {cpu['model']} ({isa}), "
+            f"{cpu['cpus']} CPUs, on {time.strftime('%Y-%m-%d')}.*")
+
+def note_machine(nb, cpu=None):
+    "Put (or refresh) `run_note` in a markdown cell right after the title cell; the cell is marked in its metadata."
+    text = run_note(cpu or cpu_info())
+    for c in nb.cells:
+        if c.cell_type == "markdown" and c.metadata.get(META, {}).get("run_note"):
+            c.source = text; return
+    at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
+    cell = nbformat.v4.new_markdown_cell(text, metadata={META: {"run_note": True}})
+    nb.cells.insert(at, cell)
+
 def execute(path, timeout, cwd=NBS):
     """Execute the notebook at `path` in place on a fresh kernel (working directory `cwd`); return the seconds it
     took. Raises on a failing cell."""
@@ -78,6 +95,7 @@ def execute(path, timeout, cwd=NBS):
                             resources={"metadata": {"path": str(cwd)}})
     t0 = time.perf_counter()
     client.execute()
+    note_machine(nb)
     stamp(nb)
     nbformat.write(nb, path)
     # nbdev_clean with the project's settings: keeps outputs and our `llmbook` cell metadata, drops execution counts
