@@ -11,7 +11,7 @@ import argparse, json, sys, time
 import numba
 import numpy as np
 from llmbook import kernels as K
-from llmbook import attention as A
+from llmbook import attention_kernels as A
 from decode_smollm2 import rope, add          # bench/: the RoPE and residual-add kernels of the minimal forward pass
 
 SMOLLM2 = dict(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152)

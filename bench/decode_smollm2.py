@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 from llmbook import kernels as K
-from llmbook import attention as A
+from llmbook import attention_kernels as A
 from llmbook.gguf import GGUFFile
 
 HERE = Path(__file__).resolve().parent

@@ -19,7 +19,7 @@ from .attention import rope_cos_sin
 from .kvcache import KVCache
 from .model import Model, ModelConfig, LayerWeights, ModelWeights, LINEAR_SLAB_BYTES
 from . import kernels as K
-from . import attention as A
+from . import attention_kernels as A
 from . import int8 as I8
 
 # %% ../nbs/06a_engine.ipynb #db196414

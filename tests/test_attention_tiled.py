@@ -1,8 +1,8 @@
-"""Chapter 04's tiled attention kernel against a plain float64 softmax attention: decode at depths (with the keys
+"""Chapter 04b's tiled attention kernel against a plain float64 softmax attention: decode at depths (with the keys
 split into chunks), prefill in token blocks on top of a cache, grouped-query heads, sliding windows, peaked scores."""
 import numpy as np
 import pytest
-from llmbook.attention import tiled_attention
+from llmbook.attention_kernels import tiled_attention
 
 def reference(q, k_cache, v_cache, layer, pos0, scale, window):
     "softmax(q k^T * scale + causal/window mask) v per head, in float64."

@@ -1,4 +1,4 @@
-"""Every kernel of llmbook.kernels (and chapter 04's layer kernels in llmbook.attention) against a numpy reference, on random data and on the real tensors of
+"""Every kernel of llmbook.kernels (and chapter 04b's layer kernels in llmbook.attention_kernels) against a numpy reference, on random data and on the real tensors of
 SmolLM2 (Q4_1, Q8_0) and Gemma 3 (Q5_0, Q8_0, Q4_K, Q6_K).
 
 Tolerances: the kernels add in float32, in blocks and 4 rows at a time, in an order that differs from
@@ -16,6 +16,7 @@ from gguf import GGUFReader
 from llmbook.tensors import GGMLType, QTensor
 from llmbook import kernels as K
 from llmbook import attention as A
+from llmbook import attention_kernels as AK
 
 TYPES = ["Q4_0", "Q4_1", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q8_0", "Q6_K", "F16", "F32"]
 K_TYPES = {"Q4_K", "Q5_K", "Q6_K"}
@@ -260,12 +261,12 @@ def test_rmsnorm_and_add_rmsnorm():
         x = rng.standard_normal(shape).astype(np.float32) * 3
         w = rng.standard_normal(shape[1]).astype(np.float32)
         out = np.empty_like(x)
-        A.rmsnorm(x, w, 1e-6, out)
+        AK.rmsnorm(x, w, 1e-6, out)
         np.testing.assert_allclose(out, A.rms_norm(x, w, 1e-6), rtol=1e-5, atol=1e-6)
-        y = x.copy(); A.rmsnorm(y, w, 1e-6, y)                    # in place
+        y = x.copy(); AK.rmsnorm(y, w, 1e-6, y)                    # in place
         np.testing.assert_allclose(y, out, rtol=1e-6, atol=1e-7)
         d = rng.standard_normal(shape).astype(np.float32)
-        h = x.copy(); A.add_rmsnorm(h, d, w, 1e-5, out)
+        h = x.copy(); AK.add_rmsnorm(h, d, w, 1e-5, out)
         np.testing.assert_array_equal(h, x + d)
         np.testing.assert_allclose(out, A.rms_norm(x + d, w, 1e-5), rtol=1e-5, atol=1e-6)
 
@@ -280,7 +281,7 @@ def test_attention_matches_chapter_04(n_heads, n_kv, window):
     for pos0, n in [(0, 1), (0, 10), (17, 1), (20, 13)]:
         q = rng.standard_normal((n, n_heads, hd)).astype(np.float32) * 2
         out = np.empty_like(q)
-        A.tiled_attention(q, kc, vc, layer, pos0, hd ** -0.5, window, out)
+        AK.tiled_attention(q, kc, vc, layer, pos0, hd ** -0.5, window, out)
         n_keys = pos0 + n
         expect = A.attention(q, kc[layer, :, :n_keys], vc[layer, :, :n_keys], np.arange(pos0, pos0 + n),
                              hd ** -0.5, window or None)
@@ -292,7 +293,7 @@ def test_attention_large_scores_do_not_overflow():
     vc = np.arange(32, dtype=np.float32).reshape(1, 1, 8, 4)
     q = np.ones((1, 1, 4), np.float32) * 100
     out = np.empty_like(q)
-    A.tiled_attention(q, kc, vc, 0, 7, 1.0, 0, out)             # scores of 40000: exp would overflow without the max
+    AK.tiled_attention(q, kc, vc, 0, 7, 1.0, 0, out)             # scores of 40000: exp would overflow without the max
     np.testing.assert_allclose(out[0, 0], vc[0, 0].mean(axis=0), rtol=1e-5)
 
 
@@ -301,18 +302,18 @@ def test_gates():
     g = np.concatenate([rng.standard_normal(2044) * 5, [-500, -90, 90, 500]]).astype(np.float32)
     u = rng.standard_normal(2048).astype(np.float32)
     out = np.empty_like(g)
-    A.silu_mul(g, u, out)
+    AK.silu_mul(g, u, out)
     np.testing.assert_allclose(out, A.swiglu(g, u), rtol=1e-5, atol=1e-6)
-    A.gelu_mul(g, u, out)
+    AK.gelu_mul(g, u, out)
     np.testing.assert_allclose(out, A.geglu_tanh(g, u), rtol=1e-5, atol=1e-6)
     stacked = np.concatenate([g.reshape(2, 1024), u.reshape(2, 1024)], axis=1)          # (n, 2*n_ff) of a stacked product
     act = np.empty((2, 1024), np.float32)
-    A.swiglu_stacked(stacked, act)
+    AK.swiglu_stacked(stacked, act)
     np.testing.assert_allclose(act.reshape(-1), A.swiglu(g, u), rtol=1e-5, atol=1e-6)
-    A.geglu_stacked(stacked, act)
+    AK.geglu_stacked(stacked, act)
     np.testing.assert_allclose(act.reshape(-1), A.geglu_tanh(g, u), rtol=1e-5, atol=1e-6)
     g2, u2, o2 = g.reshape(2, 1024), u.reshape(2, 1024), np.empty((2, 1024), np.float32)   # any shape
-    A.silu_mul(g2, u2, o2)
+    AK.silu_mul(g2, u2, o2)
     np.testing.assert_allclose(o2.reshape(-1), A.swiglu(g, u), rtol=1e-5, atol=1e-6)
 
 

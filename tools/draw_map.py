@@ -38,6 +38,8 @@ CHAPTERS = {
     "03a_int8":     ("the same matrix products with 8-bit integer dot products", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
     "04_attention": ("RMSNorm, RoPE, attention, the residual and the gated FFN",
                      ["norm1", "norm2", "final_norm", "rope", "attn", "act", "add1", "add2", "resid"]),
+    "04b_attention_kernels": ("the same parts made fast: fused norms, attention in tiles, gated activations",
+                     ["norm1", "norm2", "final_norm", "attn", "act", "add1", "add2", "resid"]),
     "05_kvcache":   ("the KV cache", ["cache"]),
     "06_model":     ("the whole forward pass: from the file to the logits", FORWARD),
     "06a_engine":   ("the fast engine: the same forward pass on the kernels", FORWARD),
