@@ -147,7 +147,7 @@ CHAPTERS = [s for s in NOTEBOOKS if re.match(r"\d\d[a-z]?_", s)]
 @pytest.mark.parametrize("stem", CHAPTERS)
 def test_chapter_opens_with_what_it_builds_and_closes_with_what_comes_next(stem):
     nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
-    md = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    md = [c.source for c in without_run_note(nb.cells) if c.cell_type == "markdown"]
     first = md[0].splitlines()
     assert first[0].startswith("# ") and any(l.startswith("> ") for l in first), f"{stem}: no title and summary line"
     assert len(md) > 1 and len(md[1]) > 200, f"{stem}: no opening prose after the title"
@@ -163,6 +163,21 @@ def test_chapter_has_a_figure(stem):
     assert any("plt." in c.source for c in nb.cells if c.cell_type == "code"), f"{stem}: no figure"
     assert image_outputs(nb) >= 1, f"{stem}: figures not saved: run python tools/execute_nbs.py {stem}"
 
+def is_run_note(c) -> bool:
+    "The line tools/execute_nbs.py puts under a page's title: the machine its outputs were made on."
+    return c.cell_type == "markdown" and bool(c.metadata.get("llmbook", {}).get("run_note"))
+
+def without_run_note(cells) -> list: return [c for c in cells if not is_run_note(c)]
+
+@pytest.mark.parametrize("stem", NOTEBOOKS)
+def test_a_page_with_outputs_names_the_machine_they_come_from(stem):
+    "Outputs (timings among them) are from one run on one machine, named once under the title (issue 23)."
+    nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
+    if not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"): pytest.skip(f"{stem} has no outputs")
+    notes = [c for c in nb.cells if is_run_note(c)]
+    assert len(notes) == 1 and nb.cells.index(notes[0]) <= 1, f"{stem}: run python tools/execute_nbs.py {stem}"
+    assert "made on one machine" in notes[0].source
+
 # The map, the glossary and the exercises (issue 14): every chapter opens with its place on the map of a token's
 # path (`tools/draw_map.py` draws nbs/images/map_<stem>.svg) and a link to the glossary, and closes with exercises.
 OPENING_CELLS = 4          # the title, the first paragraph, the map and its sentence
@@ -170,7 +185,7 @@ OPENING_CELLS = 4          # the title, the first paragraph, the map and its sen
 @pytest.mark.parametrize("stem", CHAPTERS)
 def test_chapter_opens_with_its_place_on_the_map_and_the_glossary(stem):
     nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
-    opening = "\n".join(c.source for c in nb.cells[:OPENING_CELLS] if c.cell_type == "markdown")
+    opening = "\n".join(c.source for c in without_run_note(nb.cells)[:OPENING_CELLS] if c.cell_type == "markdown")
     assert f"](images/map_{stem}.svg)" in opening, \
         f"{stem}: no ![Where this chapter sits on the path of a token](images/map_{stem}.svg) in its first cells"
     assert (NBS / "images" / f"map_{stem}.svg").exists(), f"no nbs/images/map_{stem}.svg: add {stem} to tools/draw_map.py"
