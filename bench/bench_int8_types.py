@@ -8,7 +8,7 @@ The machine may be shared: each figure is the best of several runs; run it twice
 import argparse, json, time
 import numpy as np
 from llmbook.int8 import BlockMatrix, kernel_set
-from llmbook.kernels import set_threads
+from llmbook.runtime import set_threads
 from llmbook.tensors import QTensor, GGMLType, type_info
 
 SCALE_AT = {"Q6_K": [208], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q2_K": [80, 82], "Q3_K": [108]}   # f16 scale bytes

@@ -10,7 +10,7 @@ The machine may be shared: each number is the best of several runs, and it is wo
 import argparse, json, sys, time
 import numba
 import numpy as np
-from llmbook import kernels as K
+from llmbook import kernels as K, packed as P, runtime as R
 from llmbook import attention_kernels as A
 from decode_smollm2 import rope, add          # bench/: the RoPE and residual-add kernels of the minimal forward pass
 
@@ -36,7 +36,7 @@ def bench_matvec(types, shapes, min_seconds):
         for shape in shapes:
             if shape[1] % (256 if name in ("Q4_K", "Q5_K", "Q6_K") else 32): continue
             qt = K.random_qtensor(name, shape, seed=0)
-            w = K.pack(qt)
+            w = P.pack(qt)
             x = np.random.default_rng(1).standard_normal(shape[1]).astype(np.float32)
             out = np.empty(shape[0], np.float32)
             s = best_time(lambda: w.matvec(x, out), min_seconds)
@@ -49,11 +49,11 @@ def decode_step_estimate(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layer
                          weight_type="Q4_1", head_type="Q8_0", n_past=64, repeat=5) -> dict:
     "Time the kernels of one decode step on random weights of a llama-shaped model: ms per token and MACs."
     hd = n_embd // n_heads
-    qkv = K.pack(K.random_qtensor(weight_type, (n_embd + 2 * n_kv_heads * hd, n_embd), 1))
-    wo = K.pack(K.random_qtensor(weight_type, (n_embd, n_embd), 2))
-    gate_up = K.pack(K.random_qtensor(weight_type, (2 * n_ff, n_embd), 3))
-    down = K.pack(K.random_qtensor(weight_type, (n_embd, n_ff), 4))
-    head = K.pack(K.random_qtensor(head_type, (n_vocab, n_embd), 5))
+    qkv = P.pack(K.random_qtensor(weight_type, (n_embd + 2 * n_kv_heads * hd, n_embd), 1))
+    wo = P.pack(K.random_qtensor(weight_type, (n_embd, n_embd), 2))
+    gate_up = P.pack(K.random_qtensor(weight_type, (2 * n_ff, n_embd), 3))
+    down = P.pack(K.random_qtensor(weight_type, (n_embd, n_ff), 4))
+    head = P.pack(K.random_qtensor(head_type, (n_vocab, n_embd), 5))
     rng = np.random.default_rng(0)
     norm_w = np.ones(n_embd, np.float32)
     Kc = rng.standard_normal((1, n_kv_heads, n_past + 1, hd)).astype(np.float32)
@@ -89,7 +89,7 @@ def decode_step_estimate(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layer
     macs = n_layers * (qkv.n_rows + wo.n_rows + gate_up.n_rows) * n_embd + n_layers * down.n_rows * n_ff + n_vocab * n_embd
     return dict(ms_per_token=t_step * 1e3, ms_per_layer=t_layer * 1e3, ms_head=t_head * 1e3,
                 tokens_per_s=1 / t_step, gmacs=macs / 1e9, gmac_per_s=macs / t_step / 1e9, threads=numba.get_num_threads(),
-                threading_layer=K.threading_layer())
+                threading_layer=R.threading_layer())
 
 
 def bench_prefill(n_tokens=64, n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152,
@@ -97,9 +97,9 @@ def bench_prefill(n_tokens=64, n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n
     """Time the matrix products of a prefill of n_tokens (all logits): ms and tokens/s, with the fused tiles of
     `PackedMatrix.matmul`, or (`blas=True`) each matrix dequantized whole by its rows kernel and multiplied by BLAS."""
     hd = n_embd // n_heads
-    mats = [K.pack(K.random_qtensor(weight_type, s, i)) for i, s in enumerate(
+    mats = [P.pack(K.random_qtensor(weight_type, s, i)) for i, s in enumerate(
         [(n_embd + 2 * n_kv_heads * hd, n_embd), (n_embd, n_embd), (2 * n_ff, n_embd), (n_embd, n_ff)])]
-    head = K.pack(K.random_qtensor(head_type, (n_vocab, n_embd), 9))
+    head = P.pack(K.random_qtensor(head_type, (n_vocab, n_embd), 9))
     dense = np.empty(max(m.n_rows * m.n_cols for m in mats + [head]), np.float32) if blas else None
     X = {n: np.random.default_rng(0).standard_normal((n_tokens, n)).astype(np.float32) for n in (n_embd, n_ff)}
     outs = [np.empty((n_tokens, m.n_rows), np.float32) for m in mats]
@@ -129,7 +129,7 @@ def model_memory(path):
         shape = tuple(int(s) for s in t.shape[::-1])
         qt = QTensor(np.ascontiguousarray(t.data).reshape(-1).view(np.uint8), int(t.tensor_type), shape)
         f, p = per_type.get(qt.type.name, (0, 0))
-        per_type[qt.type.name] = (f + qt.nbytes, p + K.pack(qt).nbytes)
+        per_type[qt.type.name] = (f + qt.nbytes, p + P.pack(qt).nbytes)
     file_bytes, packed_bytes = (sum(v[i] for v in per_type.values()) for i in (0, 1))
     return dict(file_bytes=file_bytes, packed_bytes=packed_bytes, ratio=packed_bytes / file_bytes,
                 per_type={k: dict(file_bytes=f, packed_bytes=p, ratio=p / f) for k, (f, p) in per_type.items()})
@@ -145,7 +145,7 @@ def bench_model(path, min_seconds):
         if (int(t.tensor_type), shape) in seen: continue
         seen.add((int(t.tensor_type), shape))
         qt = QTensor(np.ascontiguousarray(t.data).reshape(-1).view(np.uint8), int(t.tensor_type), shape)
-        w = K.pack(qt)
+        w = P.pack(qt)
         x = np.random.default_rng(1).standard_normal(shape[1]).astype(np.float32)
         out = np.empty(shape[0], np.float32)
         s = best_time(lambda: w.matvec(x, out), min_seconds)
@@ -161,11 +161,11 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer types and shapes, shorter timings")
     ap.add_argument("--model", help="also time the matrices of this GGUF file")
     args = ap.parse_args(argv)
-    threads = K.set_threads(args.threads)
+    threads = R.set_threads(args.threads)
     min_s = 0.05 if args.quick else 0.2
     types = ["Q4_1", "Q8_0"] if args.quick else ["Q4_0", "Q4_1", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q8_0", "Q6_K", "F16", "F32"]
     shapes = [(1536, 576), (49152, 576)] if args.quick else [(576, 576), (1536, 576), (576, 1536), (2048, 1024), (49152, 576)]
-    result = dict(threading_layer=K.threading_layer(), threads=threads, physical_cores=K.physical_cores())
+    result = dict(threading_layer=R.threading_layer(), threads=threads, physical_cores=R.physical_cores())
     result["matvec"] = bench_matvec(types, shapes, min_s)
     result["decode_step_smollm2"] = decode_step_estimate(**SMOLLM2, repeat=3 if args.quick else 10)
     result["prefill_smollm2"] = [bench_prefill(**SMOLLM2, blas=b, repeat=2 if args.quick else 3) for b in (True, False)]

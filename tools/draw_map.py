@@ -35,6 +35,8 @@ CHAPTERS = {
     "01_gguf":      ("the GGUF file: metadata and tensors", ["file"]),
     "02_quants":    ("quantized blocks to floats", ["floats"]),
     "03_kernels":   ("the matrix products on quantized weights", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
+    "03r_runtime":  ("the threads every fast kernel runs on", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj", "attn"]),
+    "03p_packed":   ("the same matrix products, packed and fast, for every type", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
     "03a_int8":     ("the same matrix products with 8-bit integer dot products", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
     "04_attention": ("RMSNorm, RoPE, attention, the residual and the gated FFN",
                      ["norm1", "norm2", "final_norm", "rope", "attn", "act", "add1", "add2", "resid"]),
