@@ -1,4 +1,4 @@
-"""Chapter 03a's integer kernels per weight type on a Llama-3.2-1B-sized matrix (8192 x 2048): matrix x vector in
+"""Chapter 13's integer kernels per weight type on a Llama-3.2-1B-sized matrix (8192 x 2048): matrix x vector in
 GB/s of weights read (decode) and a 64-token batch in GMAC/s (prefill), on random blocks with sane scales.
 
     python bench/bench_int8_types.py [--threads N] [--types Q4_K IQ4_NL ...] [--json]

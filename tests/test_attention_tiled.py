@@ -1,4 +1,4 @@
-"""Chapter 04b's tiled attention kernel against a plain float64 softmax attention: decode at depths (with the keys
+"""Chapter 14's tiled attention kernel against a plain float64 softmax attention: decode at depths (with the keys
 split into chunks), prefill in token blocks on top of a cache, grouped-query heads, sliding windows, peaked scores."""
 import numpy as np
 import pytest

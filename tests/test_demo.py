@@ -1,4 +1,4 @@
-"""The demo app (chapter 11) driven headlessly: nbclient runs the whole notebook (its `#| slow` cells too, so the
+"""The demo app (chapter 21) driven headlessly: nbclient runs the whole notebook (its `#| slow` cells too, so the
 app `app` holds the default SmolLM2), then the cells below drive that app through its widgets in the same kernel:
 text streams in, the probabilities shown are the sampler's, Stop ends a long generation, and the kernel stays free
 while the app generates."""
@@ -10,7 +10,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "nbs" / "11_demo.ipynb"
+NOTEBOOK = ROOT / "nbs" / "3_21_demo.ipynb"
 
 STREAMS_AND_MATCHES_THE_SAMPLER = """
 import html, time

@@ -1,4 +1,4 @@
-"""Chapter 03a's Q4_K groups of 8 interleaved rows: the same products as the blocks read in place (whose integer sums
+"""Chapter 13's Q4_K groups of 8 interleaved rows: the same products as the blocks read in place (whose integer sums
 they add in another order), chosen by `block_matrix` only where they apply, and what a model runs on."""
 import os, subprocess, sys
 import numpy as np
@@ -25,7 +25,7 @@ def test_interleaved_equals_in_place(rows, cols, n_tok):
     assert not out[:, :8].any() and not out[:, 8 + rows:].any() and np.allclose(out[:, 8:8 + rows], inplace.matmul(X), atol=1e-4)
 
 def test_repack_layout_of_one_group():
-    "Byte by byte against the layout chapter 03a's table gives, from chapter 02's unpacking of the same blocks."
+    "Byte by byte against the layout chapter 13's table gives, from chapter 02's unpacking of the same blocks."
     qt = random_qtensor("Q4_K", (8, 256), 5)
     raw = np.asarray(qt.data).reshape(8, 144)
     p = repack_q4_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 144, 256)

@@ -1,4 +1,4 @@
-"""Every kernel of llmbook.kernels and llmbook.packed, the threads of llmbook.runtime (and chapter 04b's layer kernels in llmbook.attention_kernels) against a numpy reference, on random data and on the real tensors of
+"""Every kernel of llmbook.kernels and llmbook.packed, the threads of llmbook.runtime (and chapter 14's layer kernels in llmbook.attention_kernels) against a numpy reference, on random data and on the real tensors of
 SmolLM2 (Q4_1, Q8_0) and Gemma 3 (Q5_0, Q8_0, Q4_K, Q6_K).
 
 Tolerances: the kernels add in float32, in blocks and 4 rows at a time, in an order that differs from

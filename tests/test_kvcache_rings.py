@@ -60,7 +60,7 @@ def test_model_with_rings_matches_a_slot_per_position(tmp_path, kernels):
     path = write_random_model(tmp_path / "g3.gguf", "gemma3", n_layers=7, sliding_window=6, n_vocab=100)
     m = _pair(path, kernels)
     c = m.config
-    # The kernels sum every output in an order fixed by the output (chapter 06b): ring and flat give the same bits.
+    # The kernels sum every output in an order fixed by the output (chapter 16): ring and flat give the same bits.
     # The numpy reference (None) hands its products to BLAS, whose order follows the shapes: 1e-4, measured 2e-6.
     same = np.testing.assert_array_equal if kernels else (lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4))
     assert m.windows() == [6 if l in c.local_layers else 0 for l in range(7)] and any(m.windows())

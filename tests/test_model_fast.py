@@ -1,4 +1,4 @@
-"""The kernel path of the model (chapter 06a's KernelEngine, which llmbook.load hands every model) against chapter 06's
+"""The kernel path of the model (chapter 15's KernelEngine, which llmbook.load hands every model) against chapter 06's
 readable numpy path (the ReferenceEngine, a Model's default).
 
 Tolerances, measured before they were set:
@@ -8,7 +8,7 @@ Tolerances, measured before they were set:
   (Gemma 3, up to ~130); we allow 2e-3, require the same argmax everywhere and cosine >= 0.99999.
 - prefill (dequantized slabs x gemm) against one token at a time (matrix x vector from the blocks): measured
   6e-5 and 8e-5; we allow 1e-3.
-These hold for the float kernels (chapter 03p). The integer kernels (chapter 03a, the default on AVX2) round the
+These hold for the float kernels (chapter 12). The integer kernels (chapter 13, the default on AVX2) round the
 activations to int8 before each product, as llama.cpp does: against numpy they agree to about 1% of the largest
 logit (cosine >= 0.999); prefill against decode, which round the same way, still agree to 1e-4.
 """
@@ -182,7 +182,7 @@ def test_real_model_integer_kernels_near_numpy(real_pair):
     assert cosine_rows(a, b).min() >= 0.985 and clear.sum() >= 5 and top1 >= 0.85
     cache = fast.new_cache(64)
     rows = [fast.forward(ids[:10], cache)] + [fast.forward(ids[t:t + 1], cache) for t in range(10, len(ids))]
-    np.testing.assert_array_equal(np.concatenate(rows), a)     # prefill + decode = one pass, bit for bit (06b)
+    np.testing.assert_array_equal(np.concatenate(rows), a)     # prefill + decode = one pass, bit for bit (16)
 
 @pytest.mark.parametrize("real_pair", ["smollm2", "gemma3"], indirect=True)
 def test_real_model_kernels_match_numpy(real_pair):

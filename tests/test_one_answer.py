@@ -1,4 +1,4 @@
-"""One answer (chapter 06b): a token's logits are the same bits whatever the batch, the chunk, the cache layout or a
+"""One answer (chapter 16): a token's logits are the same bits whatever the batch, the chunk, the cache layout or a
 reused prefix, through the public API, on every kernel set this CPU runs. Asserted exactly: the kernels sum every
 output element in an order fixed by the element itself (its row's blocks in order, its keys in segments at absolute
 positions), never by the batch it came in."""
@@ -95,5 +95,5 @@ def test_ring_cache_equals_a_slot_per_position(tmp_path, kernels):
 def test_deterministic_is_the_default_where_it_is_free():
     if smollm2_file() is None: pytest.fail("SmolLM2 is not installed (tools/setup.sh --dev)")
     if kernel_set() == "avx2": assert llmbook.load(kernels="avx2").engine.deterministic
-    assert not llmbook.load(kernels="float").engine.deterministic      # it costs decode speed there (06b)
+    assert not llmbook.load(kernels="float").engine.deterministic      # it costs decode speed there (16)
     assert llmbook.load(kernels="float", deterministic=True).engine.deterministic

@@ -138,7 +138,7 @@ def test_chat_prefix_is_reused(client):
 
 
 def test_four_clients_at_once_get_their_own_greedy_answers(server, client, model):
-    # One answer (chapter 06b): a request's tokens and logprobs do not depend on what else the server runs, nor on a
+    # One answer (chapter 16): a request's tokens and logprobs do not depend on what else the server runs, nor on a
     # cached prefix another request left in its slot: compared exactly, with prefix reuse on (the default).
     questions = ["Name a fruit.", "Name a city.", "Name an animal.", "Name a river."]
     def ask(q):

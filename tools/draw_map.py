@@ -31,38 +31,39 @@ GREY = ("#f3f4f6", "#c7cbd1", "#9ca3af")
 FORWARD = ["file", "tensors", "floats", "weights", "embed", "block", "zoom", "resid", "norm1", "wq", "wk", "wv", "rope",
            "cache", "attn", "wo", "add1", "norm2", "gate", "up", "act", "down", "add2", "final_norm", "out_proj", "logits"]
 CHAPTERS = {
-    "00_tensors":   ("tensors: the weights as arrays (QTensor views)", ["tensors", "weights"]),
-    "01_gguf":      ("the GGUF file: metadata and tensors", ["file"]),
-    "02_quants":    ("quantized blocks to floats", ["floats"]),
-    "03_kernels":   ("the matrix products on quantized weights", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
-    "03r_runtime":  ("the threads every fast kernel runs on", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj", "attn"]),
-    "03p_packed":   ("the same matrix products, packed and fast, for every type", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
-    "03a_int8":     ("the same matrix products with 8-bit integer dot products", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
-    "04_attention": ("RMSNorm, RoPE, attention, the residual and the gated FFN",
+    "1_00_tensors":   ("tensors: the weights as arrays (QTensor views)", ["tensors", "weights"]),
+    "1_01_gguf":      ("the GGUF file: metadata and tensors", ["file"]),
+    "1_02_quants":    ("quantized blocks to floats", ["floats"]),
+    "1_03_kernels":   ("the matrix products on quantized weights", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
+    "2_11_runtime":  ("the threads every fast kernel runs on", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj", "attn"]),
+    "2_12_packed":   ("the same matrix products, packed and fast, for every type", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
+    "2_13_int8":     ("the same matrix products with 8-bit integer dot products", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
+    "1_04_attention": ("RMSNorm, RoPE, attention, the residual and the gated FFN",
                      ["norm1", "norm2", "final_norm", "rope", "attn", "act", "add1", "add2", "resid"]),
-    "04b_attention_kernels": ("the same parts made fast: fused norms, attention in tiles, gated activations",
+    "2_14_attention_kernels": ("the same parts made fast: fused norms, attention in tiles, gated activations",
                      ["norm1", "norm2", "final_norm", "attn", "act", "add1", "add2", "resid"]),
-    "05_kvcache":   ("the KV cache", ["cache"]),
-    "06_model":     ("the whole forward pass: from the file to the logits", FORWARD),
-    "06a_engine":   ("the fast engine: the same forward pass on the kernels", FORWARD),
-    "06b_one_answer": ("one answer: the same logits however the tokens are batched", FORWARD),
-    "07_tokenizer": ("the tokenizer: text to token ids, and back", ["text", "encode", "ids", "decode"]),
-    "08_sampling":  ("the sampler: from the logits to one token", ["logits", "sampler", "next"]),
-    "08a_grammar":  ("a grammar's token mask on the logits, before the sampler", ["logits", "sampler"]),
-    "09_generate":  ("the generation loop: the whole cycle, back to the input",
+    "1_05_kvcache":   ("the KV cache", ["cache"]),
+    "1_06_model":     ("the whole forward pass: from the file to the logits", FORWARD),
+    "2_15_engine":   ("the fast engine: the same forward pass on the kernels", FORWARD),
+    "2_16_one_answer": ("one answer: the same logits however the tokens are batched", FORWARD),
+    "1_07_tokenizer": ("the tokenizer: text to token ids, and back", ["text", "encode", "ids", "decode"]),
+    "1_08_sampling":  ("the sampler: from the logits to one token", ["logits", "sampler", "next"]),
+    "3_20_grammar":  ("a grammar's token mask on the logits, before the sampler", ["logits", "sampler"]),
+    "1_09_generate":  ("the generation loop: the whole cycle, back to the input",
                      ["text", "encode", "ids", "embed", "block", "final_norm", "out_proj", "logits", "sampler", "next",
                       "decode", "loop"]),
-    "09a_one_page": ("the whole engine on one page: every part, in numpy",
+    "1_10_one_page": ("the whole engine on one page: every part, in numpy",
                      ["text", "encode", "ids", "floats", "weights"] + FORWARD[4:] + ["sampler", "next", "decode", "loop"]),
-    "10_quantize":  ("quantizing the file: a smaller model", ["file", "tensors", "floats", "quantize"]),
-    "11_demo":      ("the demo: an app around generation", ["frame", "text", "decode", "sampler", "loop"]),
-    "12_cli":       ("the llmbook command", ["frame", "text", "decode", "file"]),
-    "13_serve":     ("the server: the whole loop behind OpenAI's HTTP API", ["frame", "text", "decode", "sampler", "loop"]),
-    "14_hf":        ("Hugging Face checkpoints become the GGUF file", ["file", "tensors"]),
+    "3_17_quantize":  ("quantizing the file: a smaller model", ["file", "tensors", "floats", "quantize"]),
+    "3_21_demo":      ("the demo: an app around generation", ["frame", "text", "decode", "sampler", "loop"]),
+    "3_22_cli":       ("the llmbook command", ["frame", "text", "decode", "file"]),
+    "3_23_serve":     ("the server: the whole loop behind OpenAI's HTTP API", ["frame", "text", "decode", "sampler", "loop"]),
+    "3_18_hf":        ("Hugging Face checkpoints become the GGUF file", ["file", "tensors"]),
+    "3_19_load":      ("llmbook.load: a name becomes the GGUF file and a model on the fast engine", ["file", "tensors", "weights"]),
 }
-FRAME_LABEL = {"11_demo": "11 · an app around the loop: a prompt box, the sampler's settings, the text as it streams out",
-               "12_cli": "12 · llmbook generate | chat | tokenize | inspect | bench | quantize | perplexity",
-               "13_serve": "13 · llmbook serve: HTTP requests -> a slot's session -> the loop -> server-sent events"}
+FRAME_LABEL = {"3_21_demo": "21 · an app around the loop: a prompt box, the sampler's settings, the text as it streams out",
+               "3_22_cli": "22 · llmbook generate | chat | tokenize | inspect | bench | quantize | perplexity",
+               "3_23_serve": "23 · llmbook serve: HTTP requests -> a slot's session -> the loop -> server-sent events"}
 
 def facts():
     "The numbers the map shows, read from the default model."
@@ -146,7 +147,7 @@ def draw(F, stem=None):
     M = Map(lit)
     n, d, V = F["n"], F["d"], F["vocab"]
     if stem:
-        num = stem.split("_")[0]
+        num = stem.split("_")[1]           # 2_15_engine: part 2, chapter 15
         title = f"Chapter {num} · {CHAPTERS[stem][0]}"
     else:
         title = "The path of a token through SmolLM2-135M-Instruct"

@@ -2,9 +2,9 @@
 rendered pages (and GitHub's view of nbs/) show what each cell printed and drew.
 
     python tools/execute_nbs.py                    # every nbs/*.ipynb
-    python tools/execute_nbs.py 00_tensors 04_attention
+    python tools/execute_nbs.py 1_00_tensors 1_04_attention
     python tools/execute_nbs.py --timeout 1800     # seconds allowed per cell (default 1200)
-    python tools/execute_nbs.py --out /tmp/x 00_tensors   # run copies in /tmp/x, leave nbs/ alone
+    python tools/execute_nbs.py --out /tmp/x 1_00_tensors   # run copies in /tmp/x, leave nbs/ alone
 
 Slow cells (`#| slow`: real models, benchmarks) run too: the saved outputs are the real ones. Each
 notebook runs with the working directory `nbs/`, as `nbdev_test` does; widget state is stored so the
@@ -34,7 +34,7 @@ def source_sha(source) -> str:
     if isinstance(source, list): source = "".join(source)
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
 
-# Instruction sets that decide which kernels run and how fast (chapter 03a's kernel_set), in /proc/cpuinfo's names
+# Instruction sets that decide which kernels run and how fast (chapter 13's kernel_set), in /proc/cpuinfo's names
 _ISA = ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512vbmi",
         "avx_vnni", "amx_tile", "amx_int8", "amx_bf16", "asimd", "asimddp", "i8mm", "sve"]
 

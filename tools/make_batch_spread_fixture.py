@@ -7,7 +7,7 @@ Run with a Python that has llama-cpp-python (never a dependency of llmbook):
 For each model, the same real text (the long prompt of make_logit_fixtures.py) is run through llama.cpp as one
 batch, one token at a time, in chunks of 7 and in chunks of 64 (logits at every position each time). Against the
 one batch, per mode: the KL divergence of the softmax at each position (mean and max), how often the top token
-agrees, and the largest |difference| of the last position's logits. Chapter 06b prints these next to llmbook's own
+agrees, and the largest |difference| of the last position's logits. Chapter 16 prints these next to llmbook's own
 numbers (bit-identical), and tests that compare llmbook with llama.cpp take their tolerances from them.
 """
 import argparse, json, platform
