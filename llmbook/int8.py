@@ -25,6 +25,7 @@ from fastcore.basics import patch
 from .tensors import GGMLType, QTensor, type_info
 from .quants import dequantize, IQ4_LEVELS
 from .runtime import choose_threading_layer
+from .packed import Matrix
 
 # %% ../nbs/2_13_int8.ipynb #883ceecc
 AVX2_CPU_NAMES = {"haswell", "broadwell", "skylake", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
@@ -589,7 +590,7 @@ def _root(a: np.ndarray) -> np.ndarray:
 
 def _address(a: np.ndarray) -> int: return a.__array_interface__["data"][0]
 
-class BlockMatrix:
+class BlockMatrix(Matrix):
     """Quantized weight matrices of one type and width, stacked by rows (q|k|v, gate|up, or just one), multiplied
     in place from the file's own blocks by the integer kernels."""
     def __init__(self, *tensors: QTensor):
@@ -608,44 +609,21 @@ class BlockMatrix:
         self.rows_at = np.concatenate([s + row_bytes * np.arange(t.shape[0], dtype=np.int64) for s, t in zip(starts, tensors)])
         self.arrays = (self.w, self.rows_at)                         # what the kernels take, as chapter 12's matrices
         self.type, self.shape, self.row_bytes = first.type, (len(self.rows_at), first.shape[1]), row_bytes
-        self._matvec, self._gemm = MATVEC[first.type], GEMM[first.type]
+        self._matvec, self._gemm, self._rows = MATVEC[first.type], GEMM[first.type], self._dequantized_rows
         choose_threading_layer()                                     # kernels run next: chapter 11's threads
 
-    @property
-    def n_rows(self) -> int: return self.shape[0]
-    @property
-    def n_cols(self) -> int: return self.shape[1]
     @property
     def nbytes(self) -> int: return self.n_rows * self.row_bytes
 
     def __repr__(self): return f"BlockMatrix({self.type.name}, shape={self.shape}, in place)"
 
-# %% ../nbs/2_13_int8.ipynb #8dd435ed
-@patch
-def matvec(self: BlockMatrix, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    "out = W @ x for a float32 vector x."
-    if out is None: out = np.empty(self.n_rows, np.float32)
-    self._matvec(*self.arrays, x, out)
-    return out
-
-@patch
-def matmul(self: BlockMatrix, X: np.ndarray, out: np.ndarray | None = None, col0: int = 0) -> np.ndarray:
-    "out[:, col0:col0 + n_rows] = X @ W.T for a float32 batch X `(n, n_cols)`."
-    if out is None: out = np.empty((X.shape[0], self.n_rows), np.float32)
-    if X.shape[0] == 1: self.matvec(X[0], out[0, col0:col0 + self.n_rows])
-    else: self._gemm(*self.arrays, X, out, col0)
-    return out
-
 # %% ../nbs/2_13_int8.ipynb #1f996bbd
 @patch
-def rows(self: BlockMatrix, ids, out: np.ndarray | None = None) -> np.ndarray:
-    "Rows `ids` as float32 (an embedding lookup), dequantized by chapter 02's numpy code."
-    ids = np.asarray(ids, np.int64).reshape(-1)
+def _dequantized_rows(self: BlockMatrix, *arrays_ids_out):
+    "The `_rows` kernel of a `BlockMatrix`: rows `ids` into `out`, dequantized by chapter 02's numpy code (an embedding lookup)."
+    ids, out = arrays_ids_out[-2:]
     raw = self.w[self.rows_at[ids][:, None] + np.arange(self.row_bytes)]
-    rows = dequantize(QTensor(raw.reshape(-1), self.type, (ids.size, self.n_cols))).reshape(ids.size, self.n_cols)
-    if out is None: return rows
-    out[...] = rows
-    return out
+    out[...] = dequantize(QTensor(raw.reshape(-1), self.type, (ids.size, self.n_cols))).reshape(ids.size, self.n_cols)
 
 # %% ../nbs/2_13_int8.ipynb #227ba137
 X8_BYTES = 1184          # one group: 8 rows x one super-block of 256 weights, interleaved

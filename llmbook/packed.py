@@ -8,7 +8,7 @@ __all__ = ['PREFETCH_ROWS', 'F8X', 'F16X', 'F32X', 'PACKERS', 'MATVEC_KERNELS', 
            'pack_q4_0', 'pack_q4_k', 'pack_q5_0', 'pack_q5_1', 'pack_q5_k', 'pack_q8_0', 'pack_q6_k', 'pack_f32',
            'pack_f16', 'matvec_q4_k', 'matvec_q5', 'matvec_q5_k', 'matvec_q8', 'matvec_q6_k', 'matvec_f32',
            'matvec_f16', 'rows_q4', 'rows_q4_k', 'rows_q5', 'rows_q5_k', 'rows_q8', 'rows_q6_k', 'rows_f32', 'rows_f16',
-           'gemm_q4', 'gemm_q4_k', 'gemm_q5', 'gemm_q5_k', 'gemm_q8', 'gemm_q6_k', 'gemm_f32', 'gemm_f16',
+           'gemm_q4', 'gemm_q4_k', 'gemm_q5', 'gemm_q5_k', 'gemm_q8', 'gemm_q6_k', 'gemm_f32', 'gemm_f16', 'Matrix',
            'PackedMatrix', 'pack']
 
 # %% ../nbs/2_12_packed.ipynb #e4142c5c
@@ -667,15 +667,9 @@ GEMM_KERNELS = {"q4": gemm_q4, "q4_k": gemm_q4_k, "q5": gemm_q5, "q5_k": gemm_q5
                 "f32": gemm_f32, "f16": gemm_f16}
 
 # %% ../nbs/2_12_packed.ipynb #5095689e
-class PackedMatrix:
-    "A weight matrix packed for the kernels: `n_rows` outputs by `n_cols` inputs, in one of the kernel layouts."
-    def __init__(self, layout: str, arrays: tuple, ggml_type, shape):
-        if layout not in MATVEC_KERNELS: raise ValueError(f"unknown kernel layout {layout!r}")
-        self.layout, self.arrays, self.type, self.shape = layout, tuple(arrays), GGMLType(ggml_type), tuple(shape)
-        # the dispatch, done once
-        self._matvec, self._rows, self._gemm = MATVEC_KERNELS[layout], ROW_KERNELS[layout], GEMM_KERNELS[layout]
-        choose_threading_layer()
-
+class Matrix:
+    """A weight matrix for the kernels: `n_rows` outputs by `n_cols` inputs. Subclasses set `arrays`, `type`, `shape`
+    and the kernels `_matvec(*arrays, x, out)`, `_gemm(*arrays, X, out, col0)` and `_rows(*arrays, ids, out)`."""
     @property
     def n_rows(self) -> int: return self.shape[0]
     @property
@@ -683,7 +677,16 @@ class PackedMatrix:
     @property
     def nbytes(self) -> int:
         "Bytes held by this matrix's arrays."
-        return sum(a.nbytes for a in self.arrays if a is not None)
+        return sum(a.nbytes for a in self.arrays if isinstance(a, np.ndarray))
+
+class PackedMatrix(Matrix):
+    "A weight matrix packed for this chapter's float kernels, in one of their layouts."
+    def __init__(self, layout: str, arrays: tuple, ggml_type, shape):
+        if layout not in MATVEC_KERNELS: raise ValueError(f"unknown kernel layout {layout!r}")
+        self.layout, self.arrays, self.type, self.shape = layout, tuple(arrays), GGMLType(ggml_type), tuple(shape)
+        # the dispatch, done once
+        self._matvec, self._rows, self._gemm = MATVEC_KERNELS[layout], ROW_KERNELS[layout], GEMM_KERNELS[layout]
+        choose_threading_layer()
 
     def __repr__(self): return f"PackedMatrix({self.type.name} as {self.layout!r}, shape={self.shape}, {self.nbytes:,} bytes)"
 
@@ -700,7 +703,7 @@ def _check_matrix(name, a, shape):
 
 # %% ../nbs/2_12_packed.ipynb #b2e70d20
 @patch
-def matvec(self: PackedMatrix, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def matvec(self: Matrix, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     "out = W @ x for a float32 vector `x` of `n_cols` values; writes `out` (`n_rows`) when given."
     _check_vector("x", x, self.n_cols)
     if out is None: out = np.empty(self.n_rows, np.float32)
@@ -710,7 +713,7 @@ def matvec(self: PackedMatrix, x: np.ndarray, out: np.ndarray | None = None) -> 
 
 # %% ../nbs/2_12_packed.ipynb #bc094d4b
 @patch
-def rows(self: PackedMatrix, ids, out: np.ndarray | None = None) -> np.ndarray:
+def rows(self: Matrix, ids, out: np.ndarray | None = None) -> np.ndarray:
     "Rows `ids` as float32 `(len(ids), n_cols)`: embedding lookup, or the matrix as floats for a check."
     ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
     if ids.size and (ids.min() < 0 or ids.max() >= self.n_rows):
@@ -722,7 +725,7 @@ def rows(self: PackedMatrix, ids, out: np.ndarray | None = None) -> np.ndarray:
 
 # %% ../nbs/2_12_packed.ipynb #3a650fae
 @patch
-def matmul(self: PackedMatrix, X: np.ndarray, out: np.ndarray | None = None, col0: int = 0) -> np.ndarray:
+def matmul(self: Matrix, X: np.ndarray, out: np.ndarray | None = None, col0: int = 0) -> np.ndarray:
     """out[:, col0:col0 + n_rows] = X @ W.T for a float32 batch `X` `(n, n_cols)`, a tile of dequantized rows at a
     time (`out` may be wider than W: stacked projections write side by side). One token goes to `matvec`."""
     if not (isinstance(X, np.ndarray) and X.ndim == 2):

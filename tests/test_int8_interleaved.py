@@ -64,3 +64,16 @@ def test_q4_1_row_pairs(rows):
     np.testing.assert_array_equal(alone, batch)
     W = dequantize(qt).reshape(rows, 576)
     assert np.abs(alone - X @ W.T).max() < 0.02 * np.abs(X @ W.T).max()
+
+
+def test_one_matrix_interface_with_the_same_checks():
+    "Packed, block and interleaved matrices are all chapter 12's `Matrix`: the same methods refuse the same bad shapes."
+    from llmbook.packed import Matrix, pack
+    qt = random_qtensor("Q4_K", (16, 256), 5)
+    for m in (pack(qt), BlockMatrix(qt), InterleavedMatrix(qt)):
+        assert isinstance(m, Matrix) and m.shape == (16, 256)
+        with pytest.raises(ValueError, match="x must be"): m.matvec(np.zeros(255, np.float32))
+        with pytest.raises(ValueError, match="out must"): m.matvec(np.zeros(256, np.float32), np.zeros(15, np.float32))
+        with pytest.raises(ValueError, match="X must"): m.matmul(np.zeros((3, 255), np.float32))
+        with pytest.raises(IndexError): m.rows([16])
+        np.testing.assert_allclose(m.rows([3, 0]), pack(qt).rows([3, 0]), rtol=0, atol=0)
