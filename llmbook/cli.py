@@ -12,6 +12,7 @@ from .model import default_model_path
 from .tokenizer import Tokenizer
 from .loading import load
 from .grammar import as_grammar
+from .runtime import cpu_summary, read_bandwidth
 from .engine import benchmark, numba_cache_stats
 from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
 from .int8 import KERNEL_SETS, KERNEL_SET_NAMES, kernel_set
@@ -411,11 +412,15 @@ def bench_numbers(args) -> dict:
     r.update(model=str(m.gguf.path), arch=m.config.arch, load_s=load_s,
              numba_cache="cold" if cache["compiled"] else "warm",
              kernels_compiled=cache["compiled"], kernels_loaded=cache["loaded"])
+    # the limit decode runs into (chapter 11): bytes a step reads x steps per second, against what this machine reads
+    r.update(cpu=cpu_summary(), read_gb_s=read_bandwidth(m.n_threads))
+    if r["decode_bytes"]: r["decode_gb_s"] = r["decode_bytes"] * r["decode"] / 1e9
     if args.cold:
         with _Notice("timing a fresh process on an empty numba cache (it compiles every kernel: a minute or so)"):
             r["cold_start_s"] = cold_start_seconds(args.model, args.threads)
     return r
 
+# %% ../nbs/3_22_cli.ipynb #8ef8f357
 def run_bench(args) -> int:
     "Print `bench_numbers`, as text or as JSON."
     r = bench_numbers(args)
@@ -429,6 +434,11 @@ def run_bench(args) -> int:
         print(f"cold      {r['cold_start_s']:.1f} s for a fresh process on an empty numba cache (import, load, compile)")
     print(f"prefill   {r['prefill']:8.1f} tokens/s  ({r['n_prompt']} tokens)")
     print(f"decode    {r['decode']:8.1f} tokens/s  ({r['n_gen']} tokens, {r['ms_per_token']:.1f} ms per token)")
+    print(f"cpu       {r['cpu']['model']} ({', '.join(r['cpu']['isa']) or 'no SIMD flags read'})")
+    if "decode_gb_s" in r:
+        print(f"memory    a decode step reads {r['decode_bytes'] / 1e6:.0f} MB of weights: {r['decode_gb_s']:.1f} GB/s, "
+              f"{r['decode_gb_s'] / r['read_gb_s']:.0%} of the {r['read_gb_s']:.1f} GB/s this machine reads on "
+              f"{r['threads']} threads")
     return 0
 
 COMMANDS["bench"] = (bench_args, run_bench, "prefill and decode speed (tokens/s) of a model on this machine")
@@ -444,12 +454,13 @@ def _run_serve(args) -> int:
     return run_serve(args)
 
 def _convert_args(p: argparse.ArgumentParser):
-    # Imported here, not at the top: chapter 18's converter comes later and only `llmbook convert` needs it.
+    # Imported here, not at the top: only `llmbook convert` needs chapter 18's converter, so the other commands
+    # start without importing it.
     from llmbook.hf import convert_args
     convert_args(p)
 
 def _run_convert(args) -> int:
-    from llmbook.hf import run_convert      # imported here: chapter 18 is needed only to convert
+    from llmbook.hf import run_convert      # imported here: needed only to convert
     return run_convert(args)
 
 COMMANDS["serve"] = (_serve_args, _run_serve, "serve a model over OpenAI's HTTP API (chat and completions)")

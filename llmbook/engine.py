@@ -225,6 +225,11 @@ def nbytes(self: KernelEngine) -> int:
     "Bytes of the weights the kernels read (the file's blocks in place, or the packed copy)."
     return sum(L.nbytes for L in self.layers) + self.embd.nbytes + (self.head.nbytes if self.head is not self.embd else 0)
 
+@patch(as_prop=True)
+def decode_bytes(self: KernelEngine) -> int:
+    "Bytes a decode step reads: every layer's matrices and the output head (of the embedding, only one row)."
+    return sum(L.nbytes for L in self.layers) + self.head.nbytes
+
 # %% ../nbs/2_15_engine.ipynb #16457221
 @patch
 def workspace(self: KernelEngine, cache: KVCache, n: int) -> Workspace:
@@ -292,7 +297,7 @@ def layer(self: KernelEngine, l: int, L: LayerPlan, ws: Workspace, cache: KVCach
 def numba_cache_stats() -> dict:
     "How many of llmbook's kernel versions this process loaded from numba's on-disk cache, and how many it compiled."
     loaded = compiled = 0
-    for module in (K, A, I8, sys.modules[__name__]):
+    for module in (R, P, I8, A, sys.modules[__name__]):
         for obj in list(vars(module).values()):
             stats = getattr(obj, "stats", None)
             if stats is not None and hasattr(stats, "cache_hits"):
@@ -322,4 +327,5 @@ def benchmark(model: Model, n_prompt: int = 64, n_gen: int = 64, repeat: int = 2
         prefill, decode = min(prefill, t1 - t0), min(decode, t2 - t1)
     return dict(prefill=n_prompt / prefill, decode=n_gen / decode, ms_per_token=1e3 * decode / n_gen,
                 first_pass_s=first, n_prompt=n_prompt, n_gen=n_gen, backend=model.backend, threads=model.n_threads,
-                threading_layer=R.threading_layer(), kernels=getattr(model.engine, "kernels", None))
+                threading_layer=R.threading_layer(), kernels=getattr(model.engine, "kernels", None),
+                decode_bytes=getattr(model.engine, "decode_bytes", None))
