@@ -184,7 +184,7 @@ def draw(F, stem=None):
     M.box("file", "file", 330, 50, 170, 60, "GGUF file", f"{F['mb']:.0f} MB · {F['n_tensors']} tensors", "01")
     M.box("tensors", "file", 522, 50, 170, 60, "tensors (QTensor)", "views into the mmap", "00")
     M.box("floats", "file", 714, 50, 150, 60, "blocks → floats", f"{F['w_type']}, {F['embd_type']}, …", "02")
-    M.box("quantize", "file", 884, 50, 100, 60, "quantize", "a new file", "10")
+    M.box("quantize", "file", 884, 50, 100, 60, "quantize", "a new file", "17")
     M.line("tensors", [(500, 80), (522, 80)])
     M.line("floats", [(692, 80), (714, 80)])
     M.line("quantize", [(864, 80), (884, 80)])
