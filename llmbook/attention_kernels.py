@@ -4,15 +4,16 @@
 
 # %% auto #0
 __all__ = ['FAST', 'LOG2E', 'BK', 'BT', 'SEG', 'GELU_2C', 'rmsnorm', 'add_rmsnorm', 'pow2i', 'exp2', 'fmax', 'row_max', 'dots',
-           'axpys', 'softmax_tile', 'first_key', 'tiled_attention', 'sigmoid', 'silu_mul', 'gelu_mul', 'swiglu_stacked',
-           'geglu_stacked']
+           'axpys', 'softmax_tile', 'first_key', 'f32_rows', 'f32_to_f16', 'f32_store', 'tiled_attention', 'sigmoid',
+           'silu_mul', 'gelu_mul', 'swiglu_stacked', 'geglu_stacked']
 
 # %% ../nbs/2_14_attention_kernels.ipynb #d42160bc
 import numpy as np
 from numba import njit, prange, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 from llvmlite import ir
+from .packed import f16_to_f32
 from .kvcache import RING_BLOCK
 
 # %% ../nbs/2_14_attention_kernels.ipynb #57e906de
@@ -238,16 +239,53 @@ def _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part
             part_m[t, h, s], part_l[t, h, s] = m[r], l[r]
             for x in range(O.shape[1]): part_o[t, h, s, x] = O[r, x]
 
+# %% ../nbs/2_14_attention_kernels.ipynb #fdeb332a
+def f32_rows(src, a, b, buf):
+    "Rows a..b-1 of `src` as float32: a view of a float32 array, or f16 bits (uint16) widened into `buf`."
+    return src[a:b] if src.dtype == np.float32 else buf[:b - a]   # numpy's meaning; the kernels use the overload
+
+@overload(f32_rows, inline="always")
+def _f32_rows(src, a, b, buf):
+    if src.dtype == types.float32: return lambda src, a, b, buf: src[a:b]
+    if src.dtype == types.uint16:
+        def widen(src, a, b, buf):
+            for i in range(b - a):
+                for j in range(src.shape[1]): buf[i, j] = f16_to_f32(src[a + i, j])
+            return buf[:b - a]
+        return widen
+
+@intrinsic
+def f32_to_f16(typingctx, x):
+    "The f16 bits (uint16) of float32 `x`, rounded to nearest even as numpy rounds: one `vcvtps2ph`."
+    if x != types.float32: return None
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return types.uint16(x), codegen
+
+def f32_store(dst, src):
+    "dst[:] = src for a float32 row `src`: as it is into a float32 cache, as f16 bits into an f16 one (uint16)."
+    dst[:] = src if dst.dtype == np.float32 else src.astype(np.float16).view(np.uint16)
+
+@overload(f32_store, inline="always")
+def _f32_store(dst, src):
+    if dst.dtype == types.float32:
+        def copy(dst, src): dst[:] = src
+        return copy
+    if dst.dtype == types.uint16:
+        def narrow(dst, src):
+            for j in range(src.size): dst[j] = f32_to_f16(src[j])
+        return narrow
+
 # %% ../nbs/2_14_attention_kernels.ipynb #7c762a1f
 @njit(fastmath=FAST, inline="always")
-def _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l):
+def _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l, Kf, Vf):
     "Keys c0..c1-1, BK at a time: scores, online softmax per row (causal and window masks), weighted values into O."
     nr = Q.shape[0]
     for tile in range(c0 // BK, (c1 + BK - 1) // BK):
         j0 = tile * BK
         ja, jb = max(j0, c0), min(j0 + BK, c1)   # keys computed: columns ja-j0 .. jb-j0 of S
         off = j0 - j0 % K.shape[0]               # key position j sits in slot j - off (a ring: slot = j % slots)
-        dots(Q, K[ja - off:jb - off], S[:, ja - j0:jb - j0])
+        dots(Q, f32_rows(K, ja - off, jb - off, Kf), S[:, ja - j0:jb - j0])
         if cap2 > 0:                             # Gemma 2's soft cap, in base-2 units: cap2 = cap * log2(e)
             for r in range(nr):
                 for j in range(ja - j0, jb - j0): S[r, j] = cap2 * np.tanh(S[r, j] / cap2)
@@ -257,7 +295,7 @@ def _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l):
             if a < b: softmax_tile(S[r], a, b, r, m, l, O)
             else: S[r, :] = 0
         k0, k1 = (ja - j0) // 4 * 4, (jb - j0 + 3) // 4 * 4                  # whole groups of 4 from the tile's start
-        axpys(S, V[j0 - off:min(j0 - off + BK, V.shape[0])], O, k0, k1)
+        axpys(S, f32_rows(V, j0 - off, min(j0 - off + BK, V.shape[0]), Vf), O, k0, k1)
 
 # %% ../nbs/2_14_attention_kernels.ipynb #568293a3
 @njit(cache=True, fastmath=FAST, parallel=True)
@@ -291,8 +329,9 @@ def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softca
             m = np.full(nr, -np.inf, np.float32)
             l = np.zeros(nr, np.float32)
             S = np.zeros((nr, BK), np.float32)
+            Kf, Vf = np.empty((BK, hd), np.float32), np.empty((BK, hd), np.float32)   # an f16 cache's tile, widened
             _task_tiles(Q, k_cache[layer, kv], v_cache[layer, kv], c0, c1, pos0, t0, group, window,
-                        np.float32(softcap) * LOG2E, S, O, m, l)
+                        np.float32(softcap) * LOG2E, S, O, m, l, Kf, Vf)
             _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o)
     if folds:
         for th in prange(n * n_heads):

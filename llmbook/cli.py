@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, json, os, sys, threading, time
 from pathlib import Path
 from .gguf import GGUFFile
-from .kvcache import ContextFullError
+from .kvcache import ContextFullError, CACHE_TYPES
 from .model import default_model_path
 from .tokenizer import Tokenizer
 from .loading import load
@@ -115,6 +115,8 @@ def _model_args(p: argparse.ArgumentParser):
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels: avx2 (integer dot products) or float; "
                         "default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
+    p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
+                   help="how the KV cache stores keys and values: f16 (default, as llama.cpp: half the memory) or f32")
 
 # %% ../nbs/3_22_cli.ipynb #027471ff
 def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
@@ -194,7 +196,7 @@ def _print_logprobs(c, tokenizer):
 def _load(args):
     name = args.model or "the default model"
     with _Notice(f"loading {name}"):
-        return load(args.model, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels)
+        return load(args.model, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels, cache_type=args.cache_type)
 
 def _write_stream(stream):
     "Print a generation's pieces as they come; return the `Completion`."
@@ -317,6 +319,8 @@ def perplexity_args(p: argparse.ArgumentParser):
                    help="threads for the kernels (default: all cores)")
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels (default auto: the best this CPU has)")
+    p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
+                   help="how the KV cache stores keys and values: f16 (default) or f32")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
 
 def _read_text(arg) -> str:
@@ -328,7 +332,7 @@ def perplexity_numbers(args) -> dict:
     "Perplexity of `--model` on the text; with `--reference`, KL divergence and top-1 agreement against it too."
     text = _read_text(args.text)
     with _Notice("loading the model"):
-        kw = dict(n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels)
+        kw = dict(n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels, cache_type=args.cache_type)
         m = load(args.model, **kw)
         ref = load(args.reference, **kw) if args.reference else None
     tok = m.tokenizer
@@ -404,7 +408,7 @@ def bench_numbers(args) -> dict:
     n_ctx = args.ctx or args.prompt_tokens + args.gen_tokens + 2
     t0 = time.perf_counter()
     with _Notice(f"loading {args.model or 'the default model'}"):
-        m = load(args.model, n_threads=args.threads, n_ctx=n_ctx, kernels=args.kernels)
+        m = load(args.model, n_threads=args.threads, n_ctx=n_ctx, kernels=args.kernels, cache_type=args.cache_type)
     load_s = time.perf_counter() - t0
     with _Notice("measuring (a first run also compiles the numba kernels: a minute or two)"):
         r = benchmark(m, args.prompt_tokens, args.gen_tokens, args.repeat)

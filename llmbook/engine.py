@@ -152,17 +152,19 @@ def qkv_to_cache(qkv, q, q_norm, k_norm, eps, cos, sin, neox, k_cache, v_cache, 
     n, n_heads, hd = q.shape
     n_kv, slots = k_cache.shape[1], k_cache.shape[2]
     norm = q_norm.size > 0
+    kt = np.empty(hd, np.float32)                # a key, rotated here, then stored as the cache stores it (f16 or f32)
     for t in range(n):
         p = pos0 + t
         row = qkv[t]
         for h in range(n_heads + n_kv):
             src = row[h * hd:(h + 1) * hd]
-            dst = q[t, h] if h < n_heads else k_cache[layer, h - n_heads, p % slots]
+            dst = q[t, h] if h < n_heads else kt
             if norm: _norm_into(src, q_norm if h < n_heads else k_norm, eps, dst)
             else: dst[:] = src
             _rope_vec(dst, cos, sin, p, neox)
+            if h >= n_heads: A.f32_store(k_cache[layer, h - n_heads, p % slots], kt)
         for h in range(n_kv):
-            v_cache[layer, h, p % slots, :] = row[(n_heads + n_kv + h) * hd:(n_heads + n_kv + h + 1) * hd]
+            A.f32_store(v_cache[layer, h, p % slots], row[(n_heads + n_kv + h) * hd:(n_heads + n_kv + h + 1) * hd])
 
 # %% ../nbs/2_15_engine.ipynb #670acdb8
 def _drop_file_pages(gguf: GGUFFile | None):
@@ -278,7 +280,7 @@ def layer(self: KernelEngine, l: int, L: LayerPlan, ws: Workspace, cache: KVCach
     if one: L.qkv.matvec(ws.xn1, ws.qkv1)
     else: L.qkv.matmul(ws.xn, ws.qkv)
     t = L.rope_table
-    K, V, i = cache.layers[l]                                       # the layer's block, or its ring
+    K, V, i = cache.kernel_layers[l]      # the layer's block or its ring (an f16 cache: its bits)
     qkv_to_cache(ws.qkv, ws.q, L.q_norm, L.k_norm, eps, self.rope_cos[t], self.rope_sin[t], c.rope_neox, K, V, i, pos0)
     A.tiled_attention(ws.q, K, V, i, pos0, c.attn_scale, L.window, ws.att, c.attn_softcap or 0.0)
     if one: L.o.matvec(ws.att1, ws.proj1)

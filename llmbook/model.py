@@ -17,7 +17,7 @@ from .tensors import QTensor
 from .gguf import GGUFFile
 from .quants import dequantize, dequantize_rows
 from .attention import rms_norm, rope_freqs, rope_cos_sin, apply_rope, attention, swiglu, geglu_tanh
-from .kvcache import KVCache, ContextFullError, rerope_keys, cache_bytes
+from .kvcache import KVCache, ContextFullError, rerope_keys, cache_bytes, cache_dtype, CACHE_TYPES
 
 # %% ../nbs/1_06_model.ipynb #a85f0d97
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
@@ -258,8 +258,10 @@ class Model:
     "A network of one of the `SUPPORTED_ARCHS` over a GGUF file: token ids in, logits out, through a KV cache; `engine` runs the pass."
     def __init__(self, gguf: GGUFFile,          # the open file: the weights stay in its memory map
                  n_ctx: int | None = None,      # positions of a new KV cache (default: the training context, at most 4096)
-                 engine=None):                  # a function of the model that makes its engine (default `ReferenceEngine`)
-        self.gguf = gguf
+                 engine=None,                   # a function of the model that makes its engine (default `ReferenceEngine`)
+                 cache_type: str = "f16"):      # how its KV caches store keys and values (chapter 05): "f16" or "f32"
+        self.gguf, self.cache_type = gguf, cache_type
+        cache_dtype(cache_type)                 # an unknown type fails here, at load
         self.config = c = ModelConfig.from_gguf(gguf)
         self.weights = load_weights(gguf, c)
         self.n_ctx = int(n_ctx) if n_ctx is not None else min(c.n_ctx_train, 4096)
@@ -287,7 +289,7 @@ def physical_memory() -> int | None:
 def check_context_cost(self: Model):
     "Refuse, at load, a context whose KV cache could not fit in this machine's memory, saying what it would cost."
     c = self.config
-    need = cache_bytes(c.n_kv_heads, self.n_ctx, c.head_dim, self.windows())    # K and V, float32; rings for windows
+    need = cache_bytes(c.n_kv_heads, self.n_ctx, c.head_dim, self.windows(), cache_type=self.cache_type)  # rings for windows
     ram = physical_memory()
     if ram is not None and need > ram:
         raise ValueError(f"n_ctx {self.n_ctx:,} needs a KV cache of {need / 2**30:,.1f} GiB, more than this machine's "
@@ -323,7 +325,8 @@ def new_cache(self: Model, n_ctx: int | None = None) -> KVCache:
     "An empty KV cache for this model, of `n_ctx` positions (default: the model's `n_ctx`)."
     c = self.config
     with _small_pages():          # memory becomes resident as positions fill, not all at once
-        return KVCache(c.n_layers, c.n_kv_heads, n_ctx or self.n_ctx, c.head_dim, windows=self.windows())
+        return KVCache(c.n_layers, c.n_kv_heads, n_ctx or self.n_ctx, c.head_dim, windows=self.windows(),
+                       cache_type=self.cache_type)
 
 # %% ../nbs/1_06_model.ipynb #ea93eafe
 class ReferenceEngine:
@@ -421,7 +424,7 @@ def check_cache(self: Model, cache: KVCache):
     want = (c.n_layers, c.n_kv_heads, c.head_dim)
     if not isinstance(cache, KVCache): raise TypeError(f"cache must be a KVCache (model.new_cache()), not {type(cache).__name__}")
     got = (cache.n_layers, cache.n_kv_heads, cache.head_dim)
-    if got != want or cache.k.dtype != np.float32 or not (cache.k.flags.c_contiguous and cache.v.flags.c_contiguous):
+    if got != want or cache.cache_type not in CACHE_TYPES or not (cache.k.flags.c_contiguous and cache.v.flags.c_contiguous):
         raise ValueError(f"this cache (layers, KV heads, head size) = {got} does not fit the model's {want}: use model.new_cache()")
     if cache.windows != self.windows():
         raise ValueError(f"this cache's sliding windows {cache.windows} are not the model's {self.windows()}: use model.new_cache()")

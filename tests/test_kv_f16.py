@@ -1,0 +1,60 @@
+"""The KV cache in f16 (issue 25): llama.cpp's default, half the memory of float32, the same answer on every path."""
+import subprocess, sys
+import numpy as np
+import pytest
+import llmbook
+from llmbook.kvcache import KVCache, cache_bytes
+from llmbook.attention_kernels import tiled_attention
+
+def test_f16_is_the_default_and_halves_the_memory():
+    f16, f32 = KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128]), KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128], cache_type="f32")
+    assert f16.k.dtype == np.float16 and f32.k.dtype == np.float32 and f16.nbytes * 2 == f32.nbytes
+    assert cache_bytes(2, 1000, 64, [0, 128, 0, 128]) == f16.nbytes
+    with pytest.raises(ValueError, match="unknown KV cache type 'q4'"): KVCache(1, 1, 8, 8, cache_type="q4")
+
+@pytest.mark.parametrize("pos0, n, window", [(20, 1, 0), (450, 200, 0), (600, 1, 128), (0, 300, 0), (500, 7, 96)])
+def test_attention_over_f16_bits_is_attention_over_the_rounded_values(pos0, n, window):
+    "The kernels widen an f16 cache's bits exactly: the same bits as the same (rounded) values held as float32."
+    rng = np.random.default_rng(pos0 + n)
+    K, V = (rng.standard_normal((2, 3, 700, 64)).astype(np.float16) for _ in "kv")
+    q = rng.standard_normal((n, 9, 64)).astype(np.float32)
+    bits, floats = np.empty_like(q), np.empty_like(q)
+    tiled_attention(q, K.view(np.uint16), V.view(np.uint16), 1, pos0, 0.125, window, bits)
+    tiled_attention(q, K.astype(np.float32), V.astype(np.float32), 1, pos0, 0.125, window, floats)
+    np.testing.assert_array_equal(bits, floats)
+
+@pytest.fixture(scope="module")
+def ids():
+    return [1, 504, 1296, 3003, 4683, 359, 30, 2000] * 12
+
+@pytest.mark.parametrize("kernels", ["avx2", "float"])
+def test_one_answer_and_the_same_rounding_as_the_reference(ids, kernels):
+    """With an f16 cache the fast engine still gives one answer (batch = token by token, bit for bit), and writes the
+    keys the numpy reference writes: the fast f16 and f32 caches differ from each other by about what the reference's
+    do (the rounding of the keys), not more."""
+    if kernels == "avx2" and llmbook.int8.kernel_set() != "avx2": pytest.skip("no AVX2 on this CPU")
+    m16, m32 = (llmbook.load(n_ctx=128, kernels=kernels, deterministic=True, cache_type=t) for t in ("f16", "f32"))
+    batch = m16.logits(ids)
+    s = m16.session()
+    steps = [s.extend(ids[:80])] + [s.extend([t]) for t in ids[80:]]
+    np.testing.assert_array_equal(np.stack(steps), batch[79:])
+    ref16, ref32 = (llmbook.Model(m16.gguf, 128, cache_type=t).logits(ids) for t in ("f16", "f32"))
+    fast32 = m32.logits(ids)
+    fast_gap, ref_gap = np.abs(batch - fast32).max(), np.abs(ref16 - ref32).max()
+    if kernels == "float":
+        # float kernels: the fast pair and the reference pair round the same keys, and their gaps agree within a
+        # factor measured here on SmolLM2 (about 1x): 3x leaves room, a wrong conversion is off by far more
+        assert 0 < fast_gap < 3 * ref_gap, (fast_gap, ref_gap)
+    else:
+        # int8 kernels round the activations, so any change (here the keys' rounding) can flip roundings downstream:
+        # the f16/f32 gap is then of the size of the int8 kernels' own gap to the float32 reference (both ~1.6 on
+        # SmolLM2, measured here); twice that leaves room, a wrong conversion gives garbage logits
+        assert 0 < fast_gap < 2 * np.abs(fast32 - ref32).max(), (fast_gap, np.abs(fast32 - ref32).max())
+    assert (batch.argmax(-1) == fast32.argmax(-1)).mean() > 0.9
+
+def test_cli_cache_type(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "llmbook.cli", "generate", "--cache-type", "f32", "-n", "4", "--temperature", "0",
+                          "The capital of France is"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip(), out.stderr
+    bad = subprocess.run([sys.executable, "-m", "llmbook.cli", "generate", "--cache-type", "q9", "x"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--cache-type" in bad.stderr
