@@ -115,8 +115,8 @@ def _model_args(p: argparse.ArgumentParser):
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels: avx2 (integer dot products) or float; "
                         "default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
-    p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
-                   help="how the KV cache stores keys and values: f16 (default, as llama.cpp: half the memory) or f32")
+    p.add_argument("--cache-type", default="f32", choices=list(CACHE_TYPES),
+                   help="how the KV cache stores keys and values: f32 (default) or f16 (half the memory, as llama.cpp)")
 
 # %% ../nbs/3_22_cli.ipynb #027471ff
 def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
@@ -319,8 +319,8 @@ def perplexity_args(p: argparse.ArgumentParser):
                    help="threads for the kernels (default: all cores)")
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels (default auto: the best this CPU has)")
-    p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
-                   help="how the KV cache stores keys and values: f16 (default) or f32")
+    p.add_argument("--cache-type", default="f32", choices=list(CACHE_TYPES),
+                   help="how the KV cache stores keys and values: f32 (default) or f16 (half the memory)")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
 
 def _read_text(arg) -> str:

@@ -31,7 +31,7 @@ def layer_slots(n_ctx: int, window: int | None = None, n_batch: int = 512) -> in
     ring = -(-(window + n_batch) // RING_BLOCK) * RING_BLOCK
     return ring if ring < n_ctx else n_ctx
 
-CACHE_TYPES = {"f16": np.float16, "f32": np.float32}   # what a key or value is stored as: llama.cpp's default is f16
+CACHE_TYPES = {"f32": np.float32, "f16": np.float16}   # what a key or value is stored as (llama.cpp's default: f16)
 
 def cache_dtype(cache_type: str) -> np.dtype:
     "The numpy type of a cache type name, with a clear error for any other name."
@@ -39,7 +39,7 @@ def cache_dtype(cache_type: str) -> np.dtype:
         raise ValueError(f"unknown KV cache type {cache_type!r}: one of {', '.join(CACHE_TYPES)}")
     return np.dtype(CACHE_TYPES[cache_type])
 
-def cache_bytes(n_kv_heads: int, n_ctx: int, head_dim: int, windows, n_batch: int = 512, cache_type: str = "f16") -> int:
+def cache_bytes(n_kv_heads: int, n_ctx: int, head_dim: int, windows, n_batch: int = 512, cache_type: str = "f32") -> int:
     "Bytes of a cache (K and V, of `cache_type`) whose layers have the sliding `windows` (0: the whole context)."
     per_value = cache_dtype(cache_type).itemsize
     return 2 * per_value * n_kv_heads * head_dim * sum(layer_slots(n_ctx, w, n_batch) for w in windows)
@@ -55,7 +55,7 @@ class KVCache:
                  max_bytes: int | None = None,  # refuse (ValueError) a cache larger than this, instead of allocating it
                  windows=None,                  # each layer's sliding window (0: sees the whole context); default all 0
                  n_batch: int = 512,            # most tokens one forward pass may add when some layer keeps a ring
-                 cache_type: str = "f16"):      # how keys and values are stored: "f16" (half the memory) or "f32"
+                 cache_type: str = "f32"):      # how keys and values are stored: "f32", or "f16" (half the memory)
         n_layers, n_kv_heads, n_ctx, head_dim, n_batch = (_positive_int(n, v) for n, v in (("n_layers", n_layers),
             ("n_kv_heads", n_kv_heads), ("n_ctx", n_ctx), ("head_dim", head_dim), ("n_batch", n_batch)))
         windows = [0] * n_layers if windows is None else [int(w or 0) for w in windows]

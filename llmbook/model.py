@@ -259,7 +259,7 @@ class Model:
     def __init__(self, gguf: GGUFFile,          # the open file: the weights stay in its memory map
                  n_ctx: int | None = None,      # positions of a new KV cache (default: the training context, at most 4096)
                  engine=None,                   # a function of the model that makes its engine (default `ReferenceEngine`)
-                 cache_type: str = "f16"):      # how its KV caches store keys and values (chapter 05): "f16" or "f32"
+                 cache_type: str = "f32"):      # how its KV caches store keys and values (chapter 05): "f32" or "f16"
         self.gguf, self.cache_type = gguf, cache_type
         cache_dtype(cache_type)                 # an unknown type fails here, at load
         self.config = c = ModelConfig.from_gguf(gguf)

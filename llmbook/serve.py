@@ -627,8 +627,8 @@ def serve_args(p):
                    help="slots: requests served at once, each with its own KV cache (default 2)")
     p.add_argument("--queue", type=int, default=32, metavar="N", help="requests that may wait for a slot; more get 503 (default 32)")
     p.add_argument("--kernels", default=None, choices=["auto", "avx2", "float"], help="matrix kernels (default: the best this CPU has)")
-    p.add_argument("--cache-type", default="f16", choices=["f16", "f32"],
-                   help="how each slot's KV cache stores keys and values: f16 (default, as llama.cpp) or f32")
+    p.add_argument("--cache-type", default="f32", choices=["f32", "f16"],
+                   help="how each slot's KV cache stores keys and values: f32 (default) or f16 (half the memory, as llama.cpp)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (default warning; info logs every request)")
 

@@ -1,4 +1,4 @@
-"""The KV cache in f16 (issue 25): llama.cpp's default, half the memory of float32, the same answer on every path."""
+"""The KV cache in f16 (issue 25, `cache_type="f16"`): llama.cpp's default, half the memory of float32, one answer on every path."""
 import subprocess, sys
 import numpy as np
 import pytest
@@ -6,10 +6,11 @@ import llmbook
 from llmbook.kvcache import KVCache, cache_bytes
 from llmbook.attention_kernels import tiled_attention
 
-def test_f16_is_the_default_and_halves_the_memory():
-    f16, f32 = KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128]), KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128], cache_type="f32")
+def test_f16_halves_the_memory():
+    f16, f32 = KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128], cache_type="f16"), KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128])
     assert f16.k.dtype == np.float16 and f32.k.dtype == np.float32 and f16.nbytes * 2 == f32.nbytes
-    assert cache_bytes(2, 1000, 64, [0, 128, 0, 128]) == f16.nbytes
+    assert cache_bytes(2, 1000, 64, [0, 128, 0, 128], cache_type="f16") == f16.nbytes
+    assert llmbook.load(n_ctx=64, cache_type="f16").new_cache().nbytes * 2 == llmbook.load(n_ctx=64).new_cache().nbytes
     with pytest.raises(ValueError, match="unknown KV cache type 'q4'"): KVCache(1, 1, 8, 8, cache_type="q4")
 
 @pytest.mark.parametrize("pos0, n, window", [(20, 1, 0), (450, 200, 0), (600, 1, 128), (0, 300, 0), (500, 7, 96)])
