@@ -15,14 +15,16 @@ def test_f16_halves_the_memory():
 
 @pytest.mark.parametrize("pos0, n, window", [(20, 1, 0), (450, 200, 0), (600, 1, 128), (0, 300, 0), (500, 7, 96)])
 def test_attention_over_f16_bits_is_attention_over_the_rounded_values(pos0, n, window):
-    "The kernels widen an f16 cache's bits exactly: the same bits as the same (rounded) values held as float32."
+    """The kernels widen an f16 cache's bits exactly: the same values as the rounded keys held as float32, to float32
+    rounding. Not always the same bits: the two cache types are two compilations of the kernel, and LLVM may vectorize
+    `dots` (fastmath) differently in each (a fresh compile on the AVX-512 EPYC differed by at most 2.6e-7 relative)."""
     rng = np.random.default_rng(pos0 + n)
     K, V = (rng.standard_normal((2, 3, 700, 64)).astype(np.float16) for _ in "kv")
     q = rng.standard_normal((n, 9, 64)).astype(np.float32)
     bits, floats = np.empty_like(q), np.empty_like(q)
     tiled_attention(q, K.view(np.uint16), V.view(np.uint16), 1, pos0, 0.125, window, bits)
     tiled_attention(q, K.astype(np.float32), V.astype(np.float32), 1, pos0, 0.125, window, floats)
-    np.testing.assert_array_equal(bits, floats)
+    np.testing.assert_allclose(bits, floats, rtol=0, atol=1e-5 * np.abs(floats).max())   # 40x the spread measured
 
 @pytest.fixture(scope="module")
 def ids():
