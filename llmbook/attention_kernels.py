@@ -242,7 +242,9 @@ def _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part
 # %% ../nbs/2_14_attention_kernels.ipynb #fdeb332a
 def f32_rows(src, a, b, buf):
     "Rows a..b-1 of `src` as float32: a view of a float32 array, or f16 bits (uint16) widened into `buf`."
-    return src[a:b] if src.dtype == np.float32 else buf[:b - a]   # numpy's meaning; the kernels use the overload
+    if src.dtype == np.float32: return src[a:b]
+    buf[:b - a] = src[a:b].view(np.float16)          # numpy's version; compiled kernels use the overload below
+    return buf[:b - a]
 
 @overload(f32_rows, inline="always")
 def _f32_rows(src, a, b, buf):
