@@ -1,5 +1,5 @@
 """Small random-weight GGUF files of the model families llama.cpp runs (issue 15): llama (optionally with
-Mistral's `llama.attention.sliding_window`), qwen2, qwen3, phi3 and gemma2, each with that family's real tensor
+Mistral's `llama.attention.sliding_window`), qwen2, qwen3, phi3, gemma2 and qwen3moe (issue 28), each with that family's real tensor
 names, shapes, types and metadata keys (read from llama.cpp's src/models/<arch>.cpp and src/llama-model.cpp;
 see /work/notes/families.md), written by llmbook's own `GGUFWriter`.
 
@@ -30,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
 
-FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma2")
+FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "qwen3moe")
 WTYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "IQ4_NL", "IQ4_XS")
 # general.file_type ids (llama_ftype) for the header; for display only, llama.cpp reads each tensor's own type
 FILE_TYPE_IDS = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "Q4_K": 15, "Q4_K_M": 15, "Q5_K": 17, "Q6_K": 18,
@@ -167,7 +167,7 @@ def q4_k_m_type(name: str, n_layers: int, tied: bool) -> str:
     "The type llama.cpp's Q4_K_M gives matrix `name` (src/llama-quant.cpp llama_tensor_get_type, simplified)."
     if name == "output.weight" or (tied and name == "token_embd.weight"): return "Q6_K"
     layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
-    if name.endswith("attn_v.weight") or name.endswith("ffn_down.weight"):
+    if name.endswith("attn_v.weight") or name.endswith("ffn_down.weight") or name.endswith("ffn_down_exps.weight"):
         return "Q6_K" if _use_more_bits(layer, n_layers) else "Q4_K"
     if name.endswith("attn_qkv.weight"): return "Q5_K"
     return "Q4_K"
@@ -203,6 +203,10 @@ def write_family_model(path, arch: str, *,
                        out_std: float | None = None,     # output.weight std (None: 4/sqrt(n_embd))
                        out_norm_mean: float | None = None,  # output_norm weights' mean (None: see SCALES below)
                        qk_gain: float = 1.0,             # Q and K weights' std is qk_gain/sqrt(n_embd): sharper attention
+                       n_expert: int = 8,                # qwen3moe: expert_count
+                       n_expert_used: int = 2,           # qwen3moe: expert_used_count (top-k)
+                       n_ff_exp: int | None = None,      # qwen3moe: expert_feed_forward_length (None: n_ff)
+                       router_gain: float = 2.0,         # qwen3moe: router (ffn_gate_inp) std is router_gain/sqrt(n_embd)
                        name: str = DEFAULT_NAME) -> Path:
     "Write a small random `arch` GGUF at `path` as llama.cpp's converter lays that family out; returns the path."
     from llmbook.gguf import GGUFWriter, GGUFValueType
@@ -232,7 +236,9 @@ def write_family_model(path, arch: str, *,
     if rope_factors and arch != "phi3": raise ValueError("rope_factors (LongRoPE) is a phi3 option here")
     if sliding_window is not None and arch in ("qwen2", "qwen3"):
         raise ValueError(f"{arch}: llama.cpp reads no sliding window for this arch")
-    if rope_base is None: rope_base = 1e6 if arch in ("qwen2", "qwen3") else 10000.0
+    if rope_base is None: rope_base = 1e6 if arch in ("qwen2", "qwen3", "qwen3moe") else 10000.0
+    if arch == "qwen3moe" and not 0 < n_expert_used <= n_expert: raise ValueError("need 0 < n_expert_used <= n_expert")
+    n_ff_exp = n_ff_exp or n_ff
     # SCALES. Logits of std ~4, so that top-2 margins are mostly well above llama.cpp's rounding noise. Untied:
     # an embedding of std 1 leads the residual stream, the output matrix sets the logit scale. Tied: a large
     # embedding makes every position predict its own input token (logit |e_t|^2), so the embedding is small
@@ -254,8 +260,10 @@ def write_family_model(path, arch: str, *,
         a("vocab_size", n_vocab); a("rope.dimension_count", hd)
         if hd != n_embd // n_heads: a("attention.key_length", hd); a("attention.value_length", hd)
         if sliding_window is not None: a("attention.sliding_window", sliding_window)
-    elif arch == "qwen3":
+    elif arch in ("qwen3", "qwen3moe"):
         a("attention.key_length", hd); a("attention.value_length", hd)
+        if arch == "qwen3moe":   # convert_hf_to_gguf's Qwen3MoeModel: the dense n_ff stays in feed_forward_length
+            a("expert_count", n_expert); a("expert_used_count", n_expert_used); a("expert_feed_forward_length", n_ff_exp)
     elif arch == "phi3":
         a("rope.dimension_count", n_rot)
         a("rope.scaling.original_context_length", original_context_length or n_ctx_train)
@@ -281,8 +289,9 @@ def write_family_model(path, arch: str, *,
     for k, v in (("bos", 1), ("eos", 2), ("unknown", 0)): w.add(f"tokenizer.ggml.{k}_token_id", v, u32)
     w.add("tokenizer.ggml.add_bos_token", True); w.add("tokenizer.ggml.add_eos_token", False)
 
-    def mat(tname, rows, cols, std):
+    def mat(tname, rows, cols, std, shape=None):
         x = (rng_for(tname).standard_normal((rows, cols)) * std).astype(np.float32)
+        if shape is not None: x = x.reshape(shape)      # 3-D expert tensors: (n_expert, rows, cols)
         t = q4_k_m_type(tname, n_layers, tied) if wtype == "Q4_K_M" else wtype
         if t == "IQ4_NL": q = QTensor(iq4_nl_blocks(x), GGMLType.IQ4_NL, x.shape)
         elif t == "IQ4_XS":
@@ -322,12 +331,21 @@ def write_family_model(path, arch: str, *,
             else:
                 vec(p + "attn_q.bias", q_dim, 0.0, 0.1); vec(p + "attn_k.bias", kv_dim, 0.0, 0.1)
                 vec(p + "attn_v.bias", kv_dim, 0.0, 0.1)
-        if arch == "qwen3":
+        if arch in ("qwen3", "qwen3moe"):
             vec(p + "attn_q_norm.weight", hd); vec(p + "attn_k_norm.weight", hd)
         mat(p + "attn_output.weight", n_embd, q_dim, q_dim**-0.5)
         if arch == "gemma2": vec(p + "post_attention_norm.weight", n_embd)
         vec(p + "ffn_norm.weight", n_embd)
         if arch == "phi3": mat(p + "ffn_up.weight", 2 * n_ff, n_embd, n_embd**-0.5)   # [gate; up], gate first
+        elif arch == "qwen3moe":
+            # the router stays F32 (llama.cpp's quantizer never quantizes ffn_gate_inp); experts are 3-D tensors,
+            # GGUF dims {n_embd, n_ff_exp, n_expert}: numpy shape (n_expert, n_ff_exp, n_embd), one expert a row slice
+            router = p + "ffn_gate_inp.weight"
+            w.add_tensor(router, (rng_for(router).standard_normal((n_expert, n_embd)) * router_gain * n_embd**-0.5).astype(np.float32))
+            mat(p + "ffn_gate_exps.weight", n_expert * n_ff_exp, n_embd, n_embd**-0.5, (n_expert, n_ff_exp, n_embd))
+            mat(p + "ffn_up_exps.weight", n_expert * n_ff_exp, n_embd, n_embd**-0.5, (n_expert, n_ff_exp, n_embd))
+            mat(p + "ffn_down_exps.weight", n_expert * n_embd, n_ff_exp, n_ff_exp**-0.5, (n_expert, n_embd, n_ff_exp))
+            continue
         else:
             mat(p + "ffn_gate.weight", n_ff, n_embd, n_embd**-0.5)
             mat(p + "ffn_up.weight", n_ff, n_embd, n_embd**-0.5)

@@ -1,5 +1,6 @@
 """Make tests/fixtures/family_<case>_<wtype>.json: llama.cpp's logits on small random-weight files of each model
-family of issue 15 (llama, llama with a sliding-window key, qwen2, qwen3, phi3 with and without LongRoPE, gemma2).
+family of issue 15 (llama, llama with a sliding-window key, qwen2, qwen3, phi3 with and without LongRoPE, gemma2)
+and of issue 28 (qwen3moe: mixture of experts).
 
 Run with a Python that has llama-cpp-python (never a dependency of llmbook):
 
@@ -65,6 +66,9 @@ CASES = {
     # window 8 on layer 0 (even layers slide), attention softcap 5 and final softcap 10 (small, so that they bite),
     # Q and K weights 1.5x (sharper attention, so the attention softcap matters)
     "gemma2": dict(arch="gemma2", head_dim=128, sliding_window=8, attn_softcap=5.0, final_softcap=10.0, qk_gain=1.5),
+    # Qwen3-30B-A3B-like (issue 28): qwen3's attention, then a mixture of 16 experts of 256, 4 chosen per token
+    # (softmax over all 16, top 4, renormalized), untied output; the router stays F32
+    "qwen3moe": dict(arch="qwen3moe", head_dim=128, n_expert=16, n_expert_used=4, n_ff_exp=256, tied=False),
 }
 WTYPES = ("F16", "Q4_K_M")
 EXTRA = [("llama", "IQ4_NL"), ("llama", "IQ4_XS"), ("qwen2", "IQ4_NL")]
@@ -83,6 +87,9 @@ ABOUT = {
                       "partial rotary (48 of 64 dims), tied output",
     "gemma2": "gemma2: embedding * sqrt(n_embd), post_attention_norm/post_ffw_norm, GELU-tanh GeGLU, Q * 1/sqrt(head_dim), "
               "attention logits 5*tanh(s/5), final logits 10*tanh(l/10), layer 0 sliding window 8 (even layers), tied",
+    "qwen3moe": "qwen3moe: qwen3's attention (q/k norms, NeoX, key_length 128), FFN a mixture of 16 experts (3-D "
+                "ffn_gate_exps/ffn_up_exps/ffn_down_exps of 256 rows each), router ffn_gate_inp F32, softmax over all "
+                "experts, top 4, weights renormalized to sum 1 (norm_topk_prob), untied output",
 }
 
 
