@@ -111,8 +111,10 @@ class LayerPlan:
         self.attn_norm, self.ffn_norm = lw.attn_norm, lw.ffn_norm
         self.qkv = Projection([lw.attn_q, lw.attn_k, lw.attn_v], [bias("attn_q"), bias("attn_k"), bias("attn_v")], kernels, deterministic)
         self.o = Projection([lw.attn_output], [bias("attn_output")], kernels, deterministic)
-        self.gate_up = Projection([lw.ffn_gate, lw.ffn_up], [bias("ffn_gate"), bias("ffn_up")], kernels, deterministic)
-        self.down = Projection([lw.ffn_down], [bias("ffn_down")], kernels, deterministic)
+        self.moe = lw.moe.plan(kernels, deterministic) if lw.moe is not None else None  # a mixture of experts (its appendix)
+        if self.moe is None:
+            self.gate_up = Projection([lw.ffn_gate, lw.ffn_up], [bias("ffn_gate"), bias("ffn_up")], kernels, deterministic)
+            self.down = Projection([lw.ffn_down], [bias("ffn_down")], kernels, deterministic)
         self.q_norm = lw.attn_q_norm if lw.attn_q_norm is not None else empty
         self.k_norm = lw.attn_k_norm if lw.attn_k_norm is not None else empty
         self.post_attn_norm, self.post_ffw_norm = lw.post_attention_norm, lw.post_ffw_norm
@@ -121,7 +123,11 @@ class LayerPlan:
         self.next_norm = None                     # set by the engine
 
     @property
-    def nbytes(self) -> int: return sum(p.nbytes for p in (self.qkv, self.o, self.gate_up, self.down))
+    def nbytes(self) -> int: return sum(p.nbytes for p in (self.qkv, self.o) + ((self.moe,) if self.moe else (self.gate_up, self.down)))
+    @property
+    def decode_nbytes(self) -> int:
+        "Bytes a decode step reads: all of them, but of a mixture of experts only the router and the chosen experts."
+        return self.nbytes - (self.moe.nbytes - self.moe.decode_bytes if self.moe else 0)
 
 # %% ../nbs/2_15_engine.ipynb #80df2a98
 @njit(cache=True, fastmath=A.FAST)
@@ -230,7 +236,7 @@ def nbytes(self: KernelEngine) -> int:
 @patch(as_prop=True)
 def decode_bytes(self: KernelEngine) -> int:
     "Bytes a decode step reads: every layer's matrices and the output head (of the embedding, only one row)."
-    return sum(L.nbytes for L in self.layers) + self.head.nbytes
+    return sum(L.decode_nbytes for L in self.layers) + self.head.nbytes
 
 # %% ../nbs/2_15_engine.ipynb #16457221
 @patch
@@ -287,11 +293,13 @@ def layer(self: KernelEngine, l: int, L: LayerPlan, ws: Workspace, cache: KVCach
     else: L.o.matmul(ws.att2, ws.proj)
     if L.post_attn_norm is not None: A.rmsnorm(ws.proj, L.post_attn_norm, eps, ws.proj)
     A.add_rmsnorm(ws.x, ws.proj, L.ffn_norm, eps, ws.xn)           # x += attention; xn = ffn_norm(x)
-    if one: L.gate_up.matvec(ws.xn1, ws.gu1)
-    else: L.gate_up.matmul(ws.xn, ws.gu)
-    self.activation(ws.gu, ws.act)
-    if one: L.down.matvec(ws.act1, ws.proj1)
-    else: L.down.matmul(ws.act, ws.proj)
+    if L.moe is not None: L.moe(ws.xn, ws.proj)                    # a mixture of experts: the chosen ones only
+    else:
+        if one: L.gate_up.matvec(ws.xn1, ws.gu1)
+        else: L.gate_up.matmul(ws.xn, ws.gu)
+        self.activation(ws.gu, ws.act)
+        if one: L.down.matvec(ws.act1, ws.proj1)
+        else: L.down.matmul(ws.act, ws.proj)
     if L.post_ffw_norm is not None: A.rmsnorm(ws.proj, L.post_ffw_norm, eps, ws.proj)
     A.add_rmsnorm(ws.x, ws.proj, L.next_norm, eps, ws.xn)          # x += ffn; xn = next layer's norm(x)
 

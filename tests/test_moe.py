@@ -1,0 +1,192 @@
+"""Mixture of experts (issue 28, nbs/moe.ipynb): Qwen3-MoE's logits against llama.cpp's on the random-weight files of
+tests/fixtures/family_qwen3moe_*.json (rebuilt by tools/family_models.py, sha256 checked), on the reference engine
+and on both kernel sets; the kernels' MoE plan against the numpy block; decode reads only the chosen experts and
+prefill runs each chosen expert once; one answer whatever the batch; bad files refused at load; the CLI and chat."""
+import base64, hashlib, json, sys
+from pathlib import Path
+import numpy as np
+import pytest
+import llmbook
+from llmbook import moe
+from llmbook.gguf import GGUFFile, GGUFWriter
+from llmbook.model import Model, UnsupportedModelError
+from llmbook.engine import KernelEngine
+from llmbook.int8 import host_features
+from llmbook.tensors import QTensor
+
+FIXTURES = Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+from family_models import write_family_model  # noqa: E402
+
+HAS_AVX2 = "avx2" in host_features()
+KERNELS = ["float", pytest.param("avx2", marks=pytest.mark.skipif(not HAS_AVX2, reason="this CPU has no AVX2"))]
+ENGINES = ["reference"] + KERNELS
+# A router whose k-th and (k+1)-th logits are closer than this may choose either side under llama.cpp's rounding
+# (8-bit activations, f16 KV cache): measured on family_qwen3moe_Q4_K_M, position 26, layer 1, a gap of 0.014 went
+# the other way (nbs/moe.ipynb shows that taking the other expert there gives cosine 0.99992 instead of 0.99896).
+ROUTER_TIE = 0.05
+
+def fixture(wtype):
+    return json.loads((FIXTURES / f"family_qwen3moe_{wtype}.json").read_text())
+
+@pytest.fixture(scope="module")
+def fixture_file(tmp_path_factory):
+    made = {}
+    def make(wtype):
+        if wtype not in made:
+            fx = fixture(wtype)
+            path = write_family_model(tmp_path_factory.mktemp("moe") / f"qwen3moe_{wtype}.gguf", **fx["writer"])
+            assert hashlib.sha256(path.read_bytes()).hexdigest() == fx["model_sha256"], "the writer no longer makes the fixture's file"
+            made[wtype] = path
+        return made[wtype]
+    return make
+
+def engine_of(name):
+    return None if name == "reference" else (lambda model: KernelEngine(model, kernels=name))
+
+def router_ties(path, ids) -> np.ndarray:
+    "Positions where some layer's router has its k-th and (k+1)-th logits within ROUTER_TIE (reference engine)."
+    m = Model(GGUFFile(path), n_ctx=256)
+    trace = []
+    for lw in m.weights.layers: lw.moe.trace = trace
+    m.logits(ids)
+    tied = np.zeros(len(ids), bool)
+    for top, _, logits in trace:
+        s = np.sort(logits, -1)[:, ::-1]
+        k = top.shape[1]
+        tied |= (s[:, k - 1] - s[:, k]) < ROUTER_TIE
+    return tied
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("wtype", ["F16", "Q4_K_M"])
+def test_qwen3moe_logits_match_llamacpp(fixture_file, wtype, engine):
+    "Cosine >= 0.9999 (F16, every position) / 0.999 (Q4_K_M, positions without a router near-tie); top-1 >= 0.98 where llama.cpp's margin >= 0.5."
+    fx, path = fixture(wtype), fixture_file(wtype)
+    ids = fx["prompt"] + fx["continuation"]
+    ours = Model(GGUFFile(path), n_ctx=256, engine=engine_of(engine)).logits(ids)
+    ref = np.frombuffer(base64.b64decode(fx["logits_f16"]), np.float16).astype(np.float32).reshape(len(ids), -1)
+    cos = (ours * ref).sum(-1) / np.linalg.norm(ours, axis=-1) / np.linalg.norm(ref, axis=-1)
+    # F16: every position. Quantized: llama.cpp's 8-bit activations may flip a router near-tie (7 of these 40
+    # positions have a gap under ROUTER_TIE in some layer; one of them flipped)
+    tied = router_ties(path, ids) if wtype != "F16" else np.zeros(len(ids), bool)
+    assert tied.sum() <= 10, f"{tied.sum()} positions with router near-ties: the fixture checks too little"
+    floor = 0.9999 if wtype == "F16" else 0.999
+    assert cos[~tied].min() >= floor, (wtype, engine, cos.round(5))
+    assert cos.min() >= 0.995, (wtype, engine, cos.round(5))          # even across a flipped expert: one of four
+    clear = np.array(fx["top2_margin"]) >= 0.5
+    top1 = (ours.argmax(-1) == np.array(fx["argmax"]))[clear].mean()
+    assert top1 >= 0.98, (wtype, engine, top1)
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_qwen3moe_greedy_matches_llamacpp(fixture_file, kernels):
+    "llama.cpp's 16 greedy tokens on the F16 file (no near-tie below 0.1 in its margins), through llmbook.load."
+    fx = fixture("F16")
+    assert min(fx["margins"]) > 0.1
+    m = llmbook.load(fixture_file("F16"), n_ctx=256, kernels=kernels)
+    out = m.generate(fx["prompt"], max_tokens=len(fx["continuation"]), temperature=0.0, ignore_eos=True)
+    assert out.tokens == fx["continuation"]
+
+# ---------------------------------------------------------------- the kernels' plan
+@pytest.fixture(scope="module")
+def q8_file(tmp_path_factory):
+    "A small Q8_0 qwen3moe (32 experts, 4 used) with SmolLM2's tokenizer and chat template."
+    return moe.write_qwen3moe(tmp_path_factory.mktemp("moe") / "q8.gguf", n_layers=2, n_expert=32, n_expert_used=4,
+                              wtype="Q8_0", seed=3)
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_plan_matches_the_numpy_block(q8_file, kernels):
+    mw = Model(GGUFFile(q8_file)).weights.layers[1].moe
+    h = np.random.default_rng(0).standard_normal((7, 256)).astype(np.float32)
+    want = mw.forward(h)
+    plan = mw.plan(kernels)
+    got, one = np.empty_like(h), np.empty((1, 256), np.float32)
+    plan(h, got); plan(h[2:3], one)
+    scale = np.abs(want).max()
+    tol = 1e-5 if kernels == "float" else 3e-2     # float32 rounding; 8-bit activations (measured 1.3e-2 in nbs/moe)
+    assert np.abs(got - want).max() / scale < tol and np.abs(one[0] - want[2]).max() / scale < tol
+
+class Refuse:
+    "Stands in for an expert that must not be read."
+    def matvec(self, *a): raise AssertionError("an expert that was not chosen was read")
+    matmul = matvec
+
+def test_decode_reads_only_the_chosen_experts(q8_file):
+    mw = Model(GGUFFile(q8_file)).weights.layers[0].moe
+    plan = mw.plan("float")
+    x = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
+    want = np.empty_like(x); plan(x, want)
+    chosen = set(plan.one["top"][0].tolist())
+    assert len(chosen) == 4
+    assert plan.decode_bytes == plan.router.nbytes + 4 * (plan.nbytes - plan.router.nbytes) // 32
+    for e in range(plan.n_expert):
+        if e not in chosen: plan.experts[e] = (Refuse(), Refuse())
+    got = np.empty_like(x); plan(x, got)
+    assert np.array_equal(got, want)
+
+def test_prefill_runs_each_chosen_expert_once(q8_file):
+    mw = Model(GGUFFile(q8_file)).weights.layers[0].moe
+    plan = mw.plan("float")
+    X = np.random.default_rng(2).standard_normal((20, 256)).astype(np.float32)
+    calls = {}
+    def counted(e, proj):
+        class Counted:
+            nbytes = proj.nbytes
+            def matmul(self, A, out):
+                calls[e] = calls.get(e, 0) + 1
+                proj.matmul(A, out)
+        return Counted()
+    plan.experts = [(counted(e, g), d) for e, (g, d) in enumerate(plan.experts)]
+    out = np.empty_like(X); plan(X, out)
+    top, _ = moe.route(moe.linear(X, mw.router), 4)     # the router's choices, in numpy
+    assert set(calls) == set(np.unique(top).tolist()) and set(calls.values()) == {1}
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_one_answer_whatever_the_batch(q8_file, kernels):
+    "A token's logits are the same bits in one batch, one at a time, or in chunks (deterministic engine)."
+    m = llmbook.load(q8_file, n_ctx=64, kernels=kernels, deterministic=True)
+    ids = np.random.default_rng(3).integers(0, 49152, 12)
+    whole = m.logits(ids)
+    s = m.session()
+    steps = np.stack([s.extend([int(t)]) for t in ids])
+    s2 = m.session(); s2.extend(ids[:5]); last = s2.extend(ids[5:])
+    assert np.array_equal(whole, steps) and np.array_equal(whole[-1], last)
+
+# ---------------------------------------------------------------- bad files
+def rewrite(src, dst, meta=None, drop=(), cut=None):
+    with GGUFFile(src) as g:
+        w = GGUFWriter(dst, arch=g.metadata["general.architecture"])
+        for k, v in g.metadata.items():
+            if k not in w.metadata and v is not None and not (meta and k in meta and meta[k] is None):
+                w.add(k, (meta or {}).get(k, v), g.metadata_types[k])
+        for n in g.tensors:
+            if n in drop: continue
+            t = g.qtensor(n)
+            if n == cut: t = QTensor(t.data[:t.data.size // 2], t.type, (t.shape[0] // 2,) + t.shape[1:])
+            w.add_tensor(n, t)
+        return w.write()
+
+@pytest.mark.parametrize("change, words", [
+    (dict(meta={"qwen3moe.expert_used_count": 64}), ["expert_used_count 64", "expert_count 32"]),
+    (dict(meta={"qwen3moe.expert_count": None}), ["qwen3moe.expert_count", "None"]),
+    (dict(meta={"qwen3moe.expert_count": 16}), ["ffn_gate_inp.weight has shape (32, 256)", "(16, 256)"]),
+    (dict(cut="blk.1.ffn_down_exps.weight"), ["blk.1.ffn_down_exps.weight has shape (16, 256, 256)", "(32, 256, 256)"]),
+    (dict(drop=("blk.0.ffn_up_exps.weight",)), ["layer 0 lacks ffn_up_exps.weight"]),
+])
+def test_bad_files_are_refused_at_load(q8_file, tmp_path, change, words):
+    bad = rewrite(q8_file, tmp_path / "bad.gguf", **change)
+    with pytest.raises(UnsupportedModelError) as e: llmbook.load(bad, n_ctx=32)
+    for w in words: assert w in str(e.value), str(e.value)
+
+# ---------------------------------------------------------------- the CLI and chat
+def test_cli_and_chat_run_qwen3moe(q8_file, capsys):
+    from llmbook import cli
+    assert cli.main(["inspect", str(q8_file), "--key", "general.architecture"]) == 0
+    assert json.loads(capsys.readouterr().out) == "qwen3moe"
+    assert cli.main(["generate", "--model", str(q8_file), "--ctx", "128", "--max-tokens", "6", "--temperature", "0",
+                     "--ignore-eos", "the cat sat"]) == 0
+    printed = capsys.readouterr().out
+    m = llmbook.load(q8_file, n_ctx=128)
+    want = m.generate("the cat sat", max_tokens=6, temperature=0.0, ignore_eos=True)
+    assert printed.rstrip("\n") == str(want) and len(want.tokens) == 6
+    reply = m.chat([{"role": "user", "content": "Hi"}], max_tokens=5, temperature=0.0)
+    assert isinstance(str(reply), str) and len(reply.tokens) >= 1
