@@ -35,12 +35,18 @@ def _moe_metadata(w: GGUFWriter, n_layers, n_embd, n_heads, n_kv_heads, head_dim
     a("rope.freq_base", 1e6, f32); a("attention.layer_norm_rms_epsilon", 1e-6, f32)
     a("expert_count", n_expert); a("expert_used_count", n_expert_used); a("expert_feed_forward_length", n_ff_exp)
 
-def copy_tokenizer(w: GGUFWriter, source) -> int:
-    "Copy every `tokenizer.*` key of the GGUF file `source` into `w`, with its stored types; returns the vocabulary size."
+def copy_tokenizer(w: GGUFWriter, source, pad_to: int | None = None) -> int:
+    """Copy every `tokenizer.*` key of the GGUF file `source` into `w`, with its stored types; returns the vocabulary
+    size. `pad_to`: add reserved control tokens up to that many ids (a real model's vocabulary size, for speed)."""
     with GGUFFile(source) as f:
-        for k, v in f.metadata.items():
-            if k.startswith("tokenizer."): w.add(k, v, f.metadata_types[k])
-        return len(f.metadata["tokenizer.ggml.tokens"])
+        md, types = dict(f.metadata), dict(f.metadata_types)
+    n = len(md["tokenizer.ggml.tokens"])
+    extra = max(0, (pad_to or n) - n)             # type 3, CONTROL: never made from plain text, never printed
+    pad = {"tokenizer.ggml.tokens": [f"<|reserved_special_token_{i}|>" for i in range(extra)],
+           "tokenizer.ggml.token_type": [3] * extra, "tokenizer.ggml.scores": [0.0] * extra}
+    for k, v in md.items():
+        if k.startswith("tokenizer."): w.add(k, list(v) + pad[k] if k in pad else v, types[k])
+    return n + extra
 
 # %% ../nbs/moe.ipynb #7e816b42
 def _more_bits(i: int, n: int) -> bool: return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
@@ -63,13 +69,15 @@ def _random_matrix(name, shape, std, wtype, n_layers, seed) -> QTensor:
 # %% ../nbs/moe.ipynb #c8b2c057
 def write_qwen3moe(path, n_layers: int = 2, n_embd: int = 256, n_heads: int = 4, n_kv_heads: int = 2,
                    head_dim: int = 64, n_expert: int = 16, n_expert_used: int = 4, n_ff_exp: int = 256,
-                   wtype: str = "F16", vocab_from=None, seed: int = 0, router_gain: float = 2.0) -> Path:
+                   wtype: str = "F16", vocab_from=None, n_vocab: int | None = None, seed: int = 0,
+                   router_gain: float = 2.0) -> Path:
     """Write a random-weight `qwen3moe` GGUF at `path` with llama.cpp's tensor names, shapes and keys, and the
-    tokenizer of the GGUF `vocab_from` (default: the embedded SmolLM2). `wtype`: F16, Q8_0, Q4_K, Q6_K or Q4_K_M."""
+    tokenizer of the GGUF `vocab_from` (default: the embedded SmolLM2), padded to `n_vocab` ids if given.
+    `wtype`: F16, Q8_0, Q4_K, Q6_K or Q4_K_M."""
     w = GGUFWriter(path, arch="qwen3moe")
     w.add("general.name", "llmbook random qwen3moe")
     _moe_metadata(w, n_layers, n_embd, n_heads, n_kv_heads, head_dim, n_expert, n_expert_used, n_ff_exp)
-    n_vocab = copy_tokenizer(w, vocab_from or default_model_path())
+    n_vocab = copy_tokenizer(w, vocab_from or default_model_path(), n_vocab)
     mat = lambda name, shape, std: w.add_tensor(name, _random_matrix(name, shape, std, wtype, n_layers, seed))
     vec = lambda name, n, mean=1.0: w.add_tensor(name, (mean + 0.1 * mean * np.random.default_rng([seed, n, len(name)] + list(name.encode())).standard_normal(n)).astype(np.float32))
     q_dim, kv_dim, s = n_heads * head_dim, n_kv_heads * head_dim, n_embd**-0.5
