@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['SUPPORTED_ARCHS', 'FAMILIES', 'NEOX_ARCHS', 'LINEAR_SLAB_BYTES', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_INSTALL',
-           'UnsupportedModelError', 'register_family', 'ModelConfig', 'LayerWeights', 'ModelWeights', 'layer_matrices',
-           'load_weights', 'linear', 'Model', 'physical_memory', 'ReferenceEngine', 'default_model_path']
+           'UnsupportedModelError', 'register_family', 'family_of', 'ModelConfig', 'LayerWeights', 'ModelWeights',
+           'layer_matrices', 'load_weights', 'linear', 'Model', 'physical_memory', 'ReferenceEngine',
+           'default_model_path']
 
 # %% ../nbs/1_06_model.ipynb #aab23454
 from dataclasses import dataclass, field
@@ -32,8 +33,14 @@ def register_family(arch: str, family):
     """Let `ModelConfig.from_gguf` and `load_weights` accept `arch`: `family.configure(config, gguf)` completes
     the configuration, `family.ffn_weights(gguf, prefix, config)` loads one layer's feed-forward weights (an
     object with `forward(h)`, the reference FFN, and `plan(kernels, deterministic)`, the fast engine's), and
-    `family.qk_norm` says whether each query and key head has its RMSNorm (qwen3)."""
+    `family.qk_norm` says whether each query and key head has its RMSNorm (qwen3), and `family.applies(gguf)`
+    whether it runs this file (a llama file with experts is Mixtral's; one without, this chapter's llama)."""
     FAMILIES[arch] = family
+
+def family_of(f: GGUFFile):
+    "The registered family that runs file `f`, or None (the families of this chapter)."
+    family = FAMILIES.get(f.metadata.get("general.architecture"))
+    return family if family is not None and family.applies(f) else None
 
 # %% ../nbs/1_06_model.ipynb #030c429f
 @dataclass
@@ -94,9 +101,10 @@ def _metadata_reader(f: GGUFFile, arch: str):
 def from_gguf(cls: ModelConfig, f: GGUFFile) -> ModelConfig:
     "Read the configuration of the model in GGUF file `f` (an open `GGUFFile`)."
     md, arch = f.metadata, f.metadata.get("general.architecture")
-    if arch not in SUPPORTED_ARCHS and arch not in FAMILIES:
+    family = family_of(f)
+    if arch not in SUPPORTED_ARCHS and family is None:
         raise UnsupportedModelError(f"{Path(f.path).name}: architecture {arch!r} is not supported; "
-                                    f"llmbook runs {', '.join(SUPPORTED_ARCHS + tuple(FAMILIES))}")
+                                    f"llmbook runs {', '.join(dict.fromkeys(SUPPORTED_ARCHS + tuple(FAMILIES)))}")
     get = _metadata_reader(f, arch)
     n_embd, n_heads = get("embedding_length"), get("attention.head_count")
     if "token_embd.weight" not in f.tensors:
@@ -120,7 +128,7 @@ def from_gguf(cls: ModelConfig, f: GGUFFile) -> ModelConfig:
     if arch == "gemma3": cfg._gemma3_rules(md)
     if arch == "phi3": cfg._phi3_rules(md)
     if arch == "gemma2": cfg._gemma2_rules(md)
-    if arch in FAMILIES: FAMILIES[arch].configure(cfg, f)      # a later chapter's family (mixture of experts)
+    if family is not None: family.configure(cfg, f)            # a later chapter's family (mixture of experts)
     cfg.validate()
     return cfg
 
@@ -235,7 +243,7 @@ def layer_matrices(f: GGUFFile, p: str, c: ModelConfig, ffn: bool = True) -> tup
 # %% ../nbs/1_06_model.ipynb #919e7f24
 def load_weights(f: GGUFFile, c: ModelConfig) -> ModelWeights:
     "Find, shape-check and wrap every tensor the forward pass needs (views into the file; nothing big is copied)."
-    layers, family = [], FAMILIES.get(c.arch)
+    layers, family = [], family_of(f)
     qk_norm = c.arch in ("qwen3", "gemma3") or getattr(family, "qk_norm", False)
     for i in range(c.n_layers):
         p = f"blk.{i}."

@@ -24,21 +24,23 @@ ENGINES = ["reference"] + KERNELS
 # A router whose k-th and (k+1)-th logits are closer than this may choose either side under llama.cpp's rounding
 # (8-bit activations, f16 KV cache): measured on family_qwen3moe_Q4_K_M, position 26, layer 1, a gap of 0.014 went
 # the other way (nbs/moe.ipynb shows that taking the other expert there gives cosine 0.99992 instead of 0.99896).
-ROUTER_TIE = 0.05
+ROUTER_TIE = 0.02
 
-def fixture(wtype):
-    return json.loads((FIXTURES / f"family_qwen3moe_{wtype}.json").read_text())
+CASES = ["qwen3moe", "mixtral"]          # Mixtral: a llama file with llama.expert_count
+
+def fixture(case, wtype):
+    return json.loads((FIXTURES / f"family_{case}_{wtype}.json").read_text())
 
 @pytest.fixture(scope="module")
 def fixture_file(tmp_path_factory):
     made = {}
-    def make(wtype):
-        if wtype not in made:
-            fx = fixture(wtype)
-            path = write_family_model(tmp_path_factory.mktemp("moe") / f"qwen3moe_{wtype}.gguf", **fx["writer"])
+    def make(case, wtype):
+        if (case, wtype) not in made:
+            fx = fixture(case, wtype)
+            path = write_family_model(tmp_path_factory.mktemp("moe") / f"{case}_{wtype}.gguf", **fx["writer"])
             assert hashlib.sha256(path.read_bytes()).hexdigest() == fx["model_sha256"], "the writer no longer makes the fixture's file"
-            made[wtype] = path
-        return made[wtype]
+            made[case, wtype] = path
+        return made[case, wtype]
     return make
 
 def engine_of(name):
@@ -59,32 +61,35 @@ def router_ties(path, ids) -> np.ndarray:
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("wtype", ["F16", "Q4_K_M"])
-def test_qwen3moe_logits_match_llamacpp(fixture_file, wtype, engine):
+@pytest.mark.parametrize("case", CASES)
+def test_moe_logits_match_llamacpp(fixture_file, case, wtype, engine):
     "Cosine >= 0.9999 (F16, every position) / 0.999 (Q4_K_M, positions without a router near-tie); top-1 >= 0.98 where llama.cpp's margin >= 0.5."
-    fx, path = fixture(wtype), fixture_file(wtype)
+    fx, path = fixture(case, wtype), fixture_file(case, wtype)
     ids = fx["prompt"] + fx["continuation"]
     ours = Model(GGUFFile(path), n_ctx=256, engine=engine_of(engine)).logits(ids)
     ref = np.frombuffer(base64.b64decode(fx["logits_f16"]), np.float16).astype(np.float32).reshape(len(ids), -1)
     cos = (ours * ref).sum(-1) / np.linalg.norm(ours, axis=-1) / np.linalg.norm(ref, axis=-1)
-    # F16: every position. Quantized: llama.cpp's 8-bit activations may flip a router near-tie (7 of these 40
-    # positions have a gap under ROUTER_TIE in some layer; one of them flipped)
+    # F16: every position. Quantized: llama.cpp's 8-bit activations may flip a router near-tie (qwen3moe Q4_K_M: 5
+    # of its 40 positions have a gap under ROUTER_TIE in some layer, and one of them flipped)
     tied = router_ties(path, ids) if wtype != "F16" else np.zeros(len(ids), bool)
-    assert tied.sum() <= 10, f"{tied.sum()} positions with router near-ties: the fixture checks too little"
+    assert tied.sum() <= 6, f"{tied.sum()} positions with router near-ties: the fixture checks too little"
     floor = 0.9999 if wtype == "F16" else 0.999
-    assert cos[~tied].min() >= floor, (wtype, engine, cos.round(5))
-    assert cos.min() >= 0.995, (wtype, engine, cos.round(5))          # even across a flipped expert: one of four
+    assert cos[~tied].min() >= floor, (case, wtype, engine, cos.round(5))
+    assert cos.min() >= 0.995, (case, wtype, engine, cos.round(5))    # even across a flipped expert
     clear = np.array(fx["top2_margin"]) >= 0.5
     top1 = (ours.argmax(-1) == np.array(fx["argmax"]))[clear].mean()
-    assert top1 >= 0.98, (wtype, engine, top1)
+    assert top1 >= 0.98, (case, wtype, engine, top1)
 
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_qwen3moe_greedy_matches_llamacpp(fixture_file, kernels):
-    "llama.cpp's 16 greedy tokens on the F16 file (no near-tie below 0.1 in its margins), through llmbook.load."
-    fx = fixture("F16")
-    assert min(fx["margins"]) > 0.1
-    m = llmbook.load(fixture_file("F16"), n_ctx=256, kernels=kernels)
+@pytest.mark.parametrize("case", CASES)
+def test_moe_greedy_matches_llamacpp(fixture_file, case, kernels):
+    "llama.cpp's 16 greedy tokens on the F16 file through llmbook.load, up to its first own near-tie (gap < 1e-2, as test_families)."
+    fx = fixture(case, "F16")
+    n = next((i for i, m in enumerate(fx["margins"]) if m < 1e-2), len(fx["margins"]))
+    assert n >= 8, "llama.cpp's continuation has an early near-tie: the fixture checks too little"
+    m = llmbook.load(fixture_file(case, "F16"), n_ctx=256, kernels=kernels)
     out = m.generate(fx["prompt"], max_tokens=len(fx["continuation"]), temperature=0.0, ignore_eos=True)
-    assert out.tokens == fx["continuation"]
+    assert out.tokens[:n] == fx["continuation"][:n]
 
 # ---------------------------------------------------------------- the kernels' plan
 @pytest.fixture(scope="module")
@@ -178,6 +183,12 @@ def test_bad_files_are_refused_at_load(q8_file, tmp_path, change, words):
     for w in words: assert w in str(e.value), str(e.value)
 
 # ---------------------------------------------------------------- the CLI and chat
+def test_mixtral_file_is_llama_with_experts(fixture_file):
+    "A llama file with llama.expert_count runs Mixtral's family; the dense llama fixture still runs chapter 06's block."
+    m = llmbook.load(fixture_file("mixtral", "F16"), n_ctx=64)
+    assert m.config.arch == "llama" and not m.config.rope_neox and m.config.experts.n_expert == 8
+    assert all(lw.moe is not None and lw.ffn_gate is None for lw in m.weights.layers)
+
 def test_cli_and_chat_run_qwen3moe(q8_file, capsys):
     from llmbook import cli
     assert cli.main(["inspect", str(q8_file), "--key", "general.architecture"]) == 0

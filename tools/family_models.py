@@ -203,7 +203,8 @@ def write_family_model(path, arch: str, *,
                        out_std: float | None = None,     # output.weight std (None: 4/sqrt(n_embd))
                        out_norm_mean: float | None = None,  # output_norm weights' mean (None: see SCALES below)
                        qk_gain: float = 1.0,             # Q and K weights' std is qk_gain/sqrt(n_embd): sharper attention
-                       n_expert: int = 8,                # qwen3moe: expert_count
+                       moe: bool = False,                # llama: Mixtral's experts (expert_count, ffn_*_exps of n_ff rows)
+                       n_expert: int = 8,                # qwen3moe (and llama with moe): expert_count
                        n_expert_used: int = 2,           # qwen3moe: expert_used_count (top-k)
                        n_ff_exp: int | None = None,      # qwen3moe: expert_feed_forward_length (None: n_ff)
                        router_gain: float = 2.0,         # qwen3moe: router (ffn_gate_inp) std is router_gain/sqrt(n_embd)
@@ -237,8 +238,10 @@ def write_family_model(path, arch: str, *,
     if sliding_window is not None and arch in ("qwen2", "qwen3"):
         raise ValueError(f"{arch}: llama.cpp reads no sliding window for this arch")
     if rope_base is None: rope_base = 1e6 if arch in ("qwen2", "qwen3", "qwen3moe") else 10000.0
-    if arch == "qwen3moe" and not 0 < n_expert_used <= n_expert: raise ValueError("need 0 < n_expert_used <= n_expert")
-    n_ff_exp = n_ff_exp or n_ff
+    if moe and arch != "llama": raise ValueError("moe=True is the llama (Mixtral) option; qwen3moe always has experts")
+    experts = arch == "qwen3moe" or moe
+    if experts and not 0 < n_expert_used <= n_expert: raise ValueError("need 0 < n_expert_used <= n_expert")
+    n_ff_exp = n_ff if moe else (n_ff_exp or n_ff)      # Mixtral: an expert is feed_forward_length wide
     # SCALES. Logits of std ~4, so that top-2 margins are mostly well above llama.cpp's rounding noise. Untied:
     # an embedding of std 1 leads the residual stream, the output matrix sets the logit scale. Tied: a large
     # embedding makes every position predict its own input token (logit |e_t|^2), so the embedding is small
@@ -260,6 +263,7 @@ def write_family_model(path, arch: str, *,
         a("vocab_size", n_vocab); a("rope.dimension_count", hd)
         if hd != n_embd // n_heads: a("attention.key_length", hd); a("attention.value_length", hd)
         if sliding_window is not None: a("attention.sliding_window", sliding_window)
+        if moe: a("expert_count", n_expert); a("expert_used_count", n_expert_used)
     elif arch in ("qwen3", "qwen3moe"):
         a("attention.key_length", hd); a("attention.value_length", hd)
         if arch == "qwen3moe":   # convert_hf_to_gguf's Qwen3MoeModel: the dense n_ff stays in feed_forward_length
@@ -337,7 +341,7 @@ def write_family_model(path, arch: str, *,
         if arch == "gemma2": vec(p + "post_attention_norm.weight", n_embd)
         vec(p + "ffn_norm.weight", n_embd)
         if arch == "phi3": mat(p + "ffn_up.weight", 2 * n_ff, n_embd, n_embd**-0.5)   # [gate; up], gate first
-        elif arch == "qwen3moe":
+        elif experts:
             # the router stays F32 (llama.cpp's quantizer never quantizes ffn_gate_inp); experts are 3-D tensors,
             # GGUF dims {n_embd, n_ff_exp, n_expert}: numpy shape (n_expert, n_ff_exp, n_embd), one expert a row slice
             router = p + "ffn_gate_inp.weight"

@@ -1,6 +1,6 @@
 """Make tests/fixtures/family_<case>_<wtype>.json: llama.cpp's logits on small random-weight files of each model
 family of issue 15 (llama, llama with a sliding-window key, qwen2, qwen3, phi3 with and without LongRoPE, gemma2)
-and of issue 28 (qwen3moe: mixture of experts).
+and of issue 28 (mixtures of experts: qwen3moe, and mixtral, a llama file with experts).
 
 Run with a Python that has llama-cpp-python (never a dependency of llmbook):
 
@@ -69,6 +69,8 @@ CASES = {
     # Qwen3-30B-A3B-like (issue 28): qwen3's attention, then a mixture of 16 experts of 256, 4 chosen per token
     # (softmax over all 16, top 4, renormalized), untied output; the router stays F32
     "qwen3moe": dict(arch="qwen3moe", head_dim=128, n_expert=16, n_expert_used=4, n_ff_exp=256, tied=False),
+    # Mixtral-like: a llama file with llama.expert_count 8, 2 used, experts of feed_forward_length 256
+    "mixtral": dict(arch="llama", moe=True, n_expert=8, n_expert_used=2, n_ff=256),
 }
 WTYPES = ("F16", "Q4_K_M")
 EXTRA = [("llama", "IQ4_NL"), ("llama", "IQ4_XS"), ("qwen2", "IQ4_NL")]
@@ -90,6 +92,9 @@ ABOUT = {
     "qwen3moe": "qwen3moe: qwen3's attention (q/k norms, NeoX, key_length 128), FFN a mixture of 16 experts (3-D "
                 "ffn_gate_exps/ffn_up_exps/ffn_down_exps of 256 rows each), router ffn_gate_inp F32, softmax over all "
                 "experts, top 4, weights renormalized to sum 1 (norm_topk_prob), untied output",
+    "mixtral": "mixtral: a llama file (normal RoPE, untied) with llama.expert_count 8 and expert_used_count 2: "
+               "ffn_gate_inp (F32) and ffn_gate_exps/ffn_up_exps/ffn_down_exps of feed_forward_length 256, softmax "
+               "over all 8, top 2, renormalized",
 }
 
 
