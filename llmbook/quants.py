@@ -5,16 +5,17 @@
 # %% auto #0
 __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1', 'BLOCK_Q8_0', 'BLOCK_Q2_K', 'BLOCK_Q3_K',
            'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'IQ4_LEVELS', 'BLOCK_IQ4_NL', 'BLOCK_IQ4_XS',
-           'QUANTIZERS', 'GROUP_MAX_EPS', 'QUANTIZE_CHUNK_VALUES', 'dequantizer', 'unpack_bits', 'pack_bits',
-           'dequantize_f32', 'dequantize_f16', 'dequantize_bf16', 'dequantize_q4_0', 'dequantize_q4_1',
-           'dequantize_q5_0', 'dequantize_q5_1', 'dequantize_q8_0', 'dequantize_q2_k', 'dequantize_q6_k',
-           'dequantize_q8_k', 'unpack_scales_k4', 'pack_scales_k4', 'dequantize_q4_k', 'dequantize_q5_k',
-           'unpack_scales_q3_k', 'dequantize_q3_k', 'dequantize_iq4_nl', 'iq4_xs_scales', 'dequantize_iq4_xs',
-           'supported_types', 'dequantize', 'dequantize_rows', 'quantizer', 'round_half_away', 'safe_inverse',
-           'signed_absmax', 'quantize_f32', 'quantize_f16', 'quantize_bf16', 'quantize_q8_0', 'quantize_q4_0',
-           'quantize_q4_1', 'quantize_q5_0', 'quantize_q5_1', 'quantize_q8_k', 'fit_scale_min', 'quantize_scales_6bit',
-           'sub_blocks_as_columns', 'quantize_q4_k', 'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k',
-           'quantize_q2_k', 'refine_q3_levels', 'quantize_q3_k', 'quantize']
+           'MXFP4_LEVELS', 'BLOCK_MXFP4', 'QUANTIZERS', 'GROUP_MAX_EPS', 'QUANTIZE_CHUNK_VALUES', 'dequantizer',
+           'unpack_bits', 'pack_bits', 'dequantize_f32', 'dequantize_f16', 'dequantize_bf16', 'dequantize_q4_0',
+           'dequantize_q4_1', 'dequantize_q5_0', 'dequantize_q5_1', 'dequantize_q8_0', 'dequantize_q2_k',
+           'dequantize_q6_k', 'dequantize_q8_k', 'unpack_scales_k4', 'pack_scales_k4', 'dequantize_q4_k',
+           'dequantize_q5_k', 'unpack_scales_q3_k', 'dequantize_q3_k', 'dequantize_iq4_nl', 'iq4_xs_scales',
+           'dequantize_iq4_xs', 'e8m0_half', 'dequantize_mxfp4', 'supported_types', 'dequantize', 'dequantize_rows',
+           'quantizer', 'round_half_away', 'safe_inverse', 'signed_absmax', 'quantize_f32', 'quantize_f16',
+           'quantize_bf16', 'quantize_q8_0', 'quantize_q4_0', 'quantize_q4_1', 'quantize_q5_0', 'quantize_q5_1',
+           'quantize_q8_k', 'fit_scale_min', 'quantize_scales_6bit', 'sub_blocks_as_columns', 'quantize_q4_k',
+           'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k', 'quantize_q2_k', 'refine_q3_levels',
+           'quantize_q3_k', 'quantize']
 
 # %% ../nbs/1_02_quants.ipynb #c37c5ece
 import numpy as np
@@ -213,6 +214,22 @@ def dequantize_iq4_xs(raw):
     n = len(b)
     q = IQ4_LEVELS[unpack_bits(b["qs"], 4, 16)].reshape(n, 8, 32)
     return ((_scale(b["d"]) * iq4_xs_scales(b)).reshape(n, 8, 1) * q).reshape(n, QK_K)
+
+# %% ../nbs/1_02_quants.ipynb #694182ee
+MXFP4_LEVELS = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.int8)   # E2M1 values, doubled
+BLOCK_MXFP4 = np.dtype([("e", "u1"), ("qs", "u1", QK // 2)])
+
+def e8m0_half(e: np.ndarray) -> np.ndarray:
+    "2^(e - 128) as float32 `(n, 1)`, bit for bit as ggml builds it: exponent bits e - 1, or a subnormal for e < 2."
+    e = e.astype(np.uint32)
+    bits = np.where(e < 2, np.uint32(0x00200000) << e, (e - np.uint32(1)) << np.uint32(23)).astype(np.uint32)
+    return bits.view(np.float32)[:, None]
+
+@dequantizer(GGMLType.MXFP4)
+def dequantize_mxfp4(raw):
+    b = raw.view(BLOCK_MXFP4)
+    with np.errstate(over="ignore"):           # e = 255 times 12 is infinite, in ggml too
+        return e8m0_half(b["e"]) * MXFP4_LEVELS[unpack_bits(b["qs"], 4, QK // 2)]
 
 # %% ../nbs/1_02_quants.ipynb #eaebf11f
 def supported_types() -> list[str]:

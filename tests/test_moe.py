@@ -201,3 +201,12 @@ def test_cli_and_chat_run_qwen3moe(q8_file, capsys):
     assert printed.rstrip("\n") == str(want) and len(want.tokens) == 6
     reply = m.chat([{"role": "user", "content": "Hi"}], max_tokens=5, temperature=0.0)
     assert isinstance(str(reply), str) and len(reply.tokens) >= 1
+
+# ---------------------------------------------------------------- MXFP4 (gpt-oss's experts)
+def test_mxfp4_dequantize_is_ggmls():
+    "MXFP4 blocks (random bytes, every exponent 0..255, subnormal scales included) dequantize bit for bit as ggml's."
+    fx = json.loads((FIXTURES / "family_mxfp4_ggml.json").read_text())
+    raw = np.frombuffer(base64.b64decode(fx["blocks"]), np.uint8)
+    want = np.frombuffer(base64.b64decode(fx["values_f32"]), np.float32)
+    got = llmbook.dequantize(QTensor(raw, llmbook.GGMLType.MXFP4, (fx["n_blocks"] * 32,)))
+    assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()

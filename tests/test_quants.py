@@ -71,8 +71,8 @@ def test_dequantize_q8_k():
 
 def test_supported_types_and_errors():
     assert set(supported_types()) >= {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
-                                      "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS"}
-    for name in ["IQ3_S", "IQ2_XXS", "TQ2_0", "MXFP4", "I32"]:
+                                      "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS", "MXFP4"}
+    for name in ["IQ3_S", "IQ2_XXS", "TQ2_0", "IQ1_S", "I32"]:
         info = GGML_TYPES[GGMLType[name]]
         qt = QTensor(np.zeros(info.type_size * 2, np.uint8), GGMLType[name], (2 * info.block_size,))
         with pytest.raises(NotImplementedError, match=name):

@@ -219,7 +219,7 @@ def readme_markdown():
         "enabled": True, "remove_input_tags": {"remove_input"}, "remove_all_outputs_tags": {"remove_output"}}})
     md, _ = exporter.from_notebook_node(nb)
     md = re.sub(r"\n{3,}", "\n\n", md).strip() + "\n"
-    md = re.sub(r"\]\(([123]_\d\d_\w+|glossary|testmodels)\.ipynb(#[\w-]+)?\)", r"](nbs/\1.ipynb\2)", md)
+    md = re.sub(r"\]\(([123]_\d\d_\w+|glossary|testmodels|moe)\.ipynb(#[\w-]+)?\)", r"](nbs/\1.ipynb\2)", md)
     return re.sub(r"\]\((images/[\w.-]+)\)", r"](nbs/\1)", md)         # README.md sits above nbs/
 
 if __name__ == "__main__":

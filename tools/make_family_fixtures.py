@@ -199,6 +199,26 @@ def iq4_fixture() -> dict:
     return out
 
 
+def mxfp4_fixture() -> dict:
+    """ggml's own dequantize_row_mxfp4 (libggml-base.so of llama-cpp-python, through ctypes) on random blocks, every
+    exponent byte 0..255 among them (0 and 1 make subnormal scales): the bit-exact target for llmbook's dequantizer."""
+    import ctypes, llama_cpp
+    lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    rng = np.random.default_rng(SEED)
+    n_blocks = 512
+    raw = rng.integers(0, 256, (n_blocks, 17), dtype=np.uint8)
+    raw[:256, 0] = np.arange(256)                                   # every scale exponent once
+    y = np.zeros(n_blocks * 32, np.float32)
+    f = lib.dequantize_row_mxfp4
+    f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None
+    f(raw.ctypes.data, y.ctypes.data, y.size)
+    return {"about": "ggml's dequantize_row_mxfp4 on random MXFP4 blocks (1 byte E8M0 exponent, 16 bytes of E2M1 "
+                     "nibbles: byte j holds value j low, value j+16 high), the first 256 with every exponent 0..255. "
+                     "Made by tools/make_family_fixtures.py --only mxfp4.",
+            "llama_cpp_python": llama_cpp.__version__, "block_values": 32, "block_bytes": 17, "n_blocks": n_blocks,
+            "blocks": b64(raw), "values_f32": b64(y)}
+
+
 def all_jobs(only=None):
     jobs = [(c, t) for c in CASES for t in WTYPES] + EXTRA
     return [j for j in jobs if not only or j[0] in only or f"{j[0]}_{j[1]}" in only]
@@ -232,7 +252,8 @@ def sensitivity(llmbook_python: str, d: Path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", nargs="*", help="cases (e.g. qwen2), case_wtype (e.g. qwen2_F16) or iq4 (family_iq4_ggml.json)")
+    ap.add_argument("--only", nargs="*", help="cases (e.g. qwen2), case_wtype (e.g. qwen2_F16), iq4 (family_iq4_ggml.json) "
+                                          "or mxfp4 (family_mxfp4_ggml.json)")
     ap.add_argument("--out", type=Path, default=OUT, help="directory for the fixtures")
     ap.add_argument("--llmbook-python", default=os.environ.get("LLMBOOK_PY", str(ROOT / ".venv" / "bin" / "python")))
     ap.add_argument("--check-twice", action="store_true", help="write every model and run llama.cpp twice: identical bytes?")
@@ -250,6 +271,10 @@ def main():
             if args.check_twice and json.dumps(iq4_fixture(), indent=1) + "\n" != text: sys.exit("iq4: not deterministic")
             (args.out / "family_iq4_ggml.json").write_text(text)
             print(f"family_iq4_ggml.json {len(text) / 1e3:.1f} kB", file=sys.stderr)
+        if args.only and "mxfp4" in args.only:
+            text = json.dumps(mxfp4_fixture(), indent=1) + "\n"
+            (args.out / "family_mxfp4_ggml.json").write_text(text)
+            print(f"family_mxfp4_ggml.json {len(text) / 1e3:.1f} kB", file=sys.stderr)
         for case, wtype in all_jobs(args.only):
             path = write_model(d / f"family_{case}_{wtype}.gguf", writer_args(case, wtype), args.llmbook_python)
             fx = fixture(case, wtype, path, run_llama_cpp(path))
