@@ -6,7 +6,7 @@
 __all__ = ['SUPPORTED_ARCHS', 'FAMILIES', 'NEOX_ARCHS', 'LINEAR_SLAB_BYTES', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_INSTALL',
            'UnsupportedModelError', 'register_family', 'family_of', 'ModelConfig', 'LayerWeights', 'ModelWeights',
            'layer_matrices', 'load_weights', 'linear', 'Model', 'physical_memory', 'ReferenceEngine',
-           'default_model_path']
+           'default_model_path', 'yarn_factors']
 
 # %% ../nbs/1_06_model.ipynb #aab23454
 from dataclasses import dataclass, field
@@ -69,7 +69,8 @@ class ModelConfig:
     final_logit_softcap: float | None = None
     attn_softcap: float | None = None      # gemma2: attention scores pass through cap * tanh(s / cap)
     rope_ctx_orig: int | None = None       # phi3 LongRoPE: the context its short frequency factors serve
-    rope_mscale: float = 1.0               # phi3 LongRoPE: multiplies RoPE's cos and sin (attn_factor)
+    rope_mscale: float = 1.0               # phi3 LongRoPE, YaRN: multiplies RoPE's cos and sin (attn_factor)
+    rope_yarn: tuple | None = None         # YaRN: (factor, original context, beta_fast, beta_slow, ext_factor)
 
 # %% ../nbs/1_06_model.ipynb #6004435b
 @patch
@@ -119,10 +120,11 @@ def from_gguf(cls: ModelConfig, f: GGUFFile) -> ModelConfig:
               norm_eps=get("attention.layer_norm_rms_epsilon", 1e-5, float),
               rope_base=get("rope.freq_base", 10000.0, float))
     scaling = md.get(f"{arch}.rope.scaling.type", "none")
-    if scaling not in ("none", "linear"):
-        raise UnsupportedModelError(f"RoPE scaling {scaling!r} is not supported (only none and linear)")
+    if scaling not in ("none", "linear", "yarn"):
+        raise UnsupportedModelError(f"RoPE scaling {scaling!r} is not supported (only none, linear and yarn)")
     factor = md.get(f"{arch}.rope.scaling.factor", 0.0) or md.get(f"{arch}.rope.scale_linear", 0.0)
     if scaling == "linear" and factor: cfg.rope_scale = 1.0 / float(factor)
+    if scaling == "yarn": cfg._yarn_rules(md, float(factor))       # see "Other families"
     cfg.attn_scale = 1.0 / math.sqrt(cfg.head_dim)
     cfg.rope_neox = arch in NEOX_ARCHS
     if arch == "gemma3": cfg._gemma3_rules(md)
@@ -323,10 +325,12 @@ def check_context_cost(self: Model):
 @patch
 def rope_factors(self: Model) -> np.ndarray | None:
     """The RoPE frequency factors: Llama 3's if the file has them; for Phi-3's LongRoPE the long set when the context
-    (rounded up to 256, as llama.cpp does) is longer than the original one, else the short set."""
+    (rounded up to 256, as llama.cpp does) is longer than the original one, else the short set; times YaRN's, if any."""
     w, c = self.weights, self.config
-    if w.rope_freq_factors is not None or c.rope_ctx_orig is None: return w.rope_freq_factors
-    return w.rope_factors_long if -(-self.n_ctx // 256) * 256 > c.rope_ctx_orig else w.rope_factors_short
+    if w.rope_freq_factors is not None or c.rope_ctx_orig is None: f = w.rope_freq_factors
+    else: f = w.rope_factors_long if -(-self.n_ctx // 256) * 256 > c.rope_ctx_orig else w.rope_factors_short
+    if c.rope_yarn is None: return f
+    return yarn_factors(c) if f is None else f * yarn_factors(c)
 
 # %% ../nbs/1_06_model.ipynb #ab01872a
 @contextlib.contextmanager
@@ -517,3 +521,21 @@ def _gemma2_rules(self: ModelConfig, md: dict):
     self.attn_softcap = float(md.get("gemma2.attn_logit_softcapping", 50.0)) or None
     self.final_logit_softcap = float(md.get("gemma2.final_logit_softcapping", 30.0)) or None
     if self.n_layers == 46: self.attn_scale = 1.0 / math.sqrt(self.n_embd / self.n_heads)   # the 27B model
+
+# %% ../nbs/1_06_model.ipynb #0a40d76d
+@patch
+def _yarn_rules(self: ModelConfig, md: dict, factor: float):
+    "YaRN's settings from the metadata, checked: they make `yarn_factors` and the scale on cos and sin."
+    key = lambda k, default: float(md.get(f"{self.arch}.rope.scaling.{k}", default))
+    if not factor > 1: raise UnsupportedModelError(f"YaRN needs rope.scaling.factor > 1, got {factor}")
+    orig = int(md.get(f"{self.arch}.rope.scaling.original_context_length", self.n_ctx_train))
+    self.rope_yarn = (factor, orig, key("yarn_beta_fast", 32.0), key("yarn_beta_slow", 1.0), key("yarn_ext_factor", 1.0))
+    self.rope_mscale = key("attn_factor", 1.0) * (1.0 + 0.1 * math.log(factor))
+
+def yarn_factors(c: ModelConfig) -> np.ndarray:
+    "Per-pair divisors of the RoPE frequencies under YaRN: the factor for slow pairs, 1 for fast ones, a ramp between."
+    factor, orig, beta_fast, beta_slow, ext = c.rope_yarn
+    turns = lambda beta: c.n_rot * math.log(orig / (beta * 2 * math.pi)) / (2 * math.log(c.rope_base))
+    low, high = max(0.0, math.floor(turns(beta_fast))), min(c.n_rot - 1.0, math.ceil(turns(beta_slow)))
+    ramp = (1 - np.clip((np.arange(c.n_rot // 2) - low) / max(0.001, high - low), 0, 1)) * ext   # 1: keep, 0: divide
+    return 1.0 / ((1.0 - ramp) / factor + ramp)

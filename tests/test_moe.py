@@ -210,3 +210,23 @@ def test_mxfp4_dequantize_is_ggmls():
     want = np.frombuffer(base64.b64decode(fx["values_f32"]), np.float32)
     got = llmbook.dequantize(QTensor(raw, llmbook.GGMLType.MXFP4, (fx["n_blocks"] * 32,)))
     assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
+
+# ---------------------------------------------------------------- YaRN (issue 28: any family declaring it)
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("wtype", ["F16", "Q4_K_M"])
+def test_yarn_logits_match_llamacpp(fixture_file, wtype, engine):
+    "A qwen3 file with rope.scaling.type yarn (factor 4, original context 256): cosine and top-1 as the families' bars."
+    fx, path = fixture("qwen3_yarn", wtype), fixture_file("qwen3_yarn", wtype)
+    ids = fx["prompt"] + fx["continuation"]
+    m = Model(GGUFFile(path), n_ctx=256, engine=engine_of(engine))
+    assert m.config.rope_yarn[:2] == (4.0, 256) and abs(m.config.rope_mscale - (1 + 0.1 * np.log(4.0))) < 1e-12
+    ours = m.logits(ids)
+    ref = np.frombuffer(base64.b64decode(fx["logits_f16"]), np.float16).astype(np.float32).reshape(len(ids), -1)
+    cos = (ours * ref).sum(-1) / np.linalg.norm(ours, axis=-1) / np.linalg.norm(ref, axis=-1)
+    assert cos.min() >= (0.9999 if wtype == "F16" else 0.999), (wtype, engine, cos.round(5))
+    clear = np.array(fx["top2_margin"]) >= 0.5
+    assert (ours.argmax(-1) == np.array(fx["argmax"]))[clear].mean() >= 0.98
+
+def test_yarn_factor_must_stretch(fixture_file, tmp_path):
+    bad = rewrite(fixture_file("qwen3_yarn", "F16"), tmp_path / "y.gguf", meta={"qwen3.rope.scaling.factor": 0.5})
+    with pytest.raises(UnsupportedModelError, match="YaRN needs rope.scaling.factor > 1"): Model(GGUFFile(bad))

@@ -204,6 +204,7 @@ def write_family_model(path, arch: str, *,
                        out_norm_mean: float | None = None,  # output_norm weights' mean (None: see SCALES below)
                        qk_gain: float = 1.0,             # Q and K weights' std is qk_gain/sqrt(n_embd): sharper attention
                        moe: bool = False,                # llama: Mixtral's experts (expert_count, ffn_*_exps of n_ff rows)
+                       rope_yarn: list | None = None,    # [factor, original_context_length]: rope.scaling.type yarn
                        n_expert: int = 8,                # qwen3moe (and llama with moe): expert_count
                        n_expert_used: int = 2,           # qwen3moe: expert_used_count (top-k)
                        n_ff_exp: int | None = None,      # qwen3moe: expert_feed_forward_length (None: n_ff)
@@ -258,6 +259,10 @@ def write_family_model(path, arch: str, *,
     a("context_length", n_ctx_train); a("embedding_length", n_embd); a("block_count", n_layers)
     a("feed_forward_length", n_ff); a("attention.head_count", n_heads); a("attention.head_count_kv", n_kv_heads)
     a("rope.freq_base", float(rope_base), f32)
+    if rope_yarn:   # as convert_hf_to_gguf writes a rope_scaling {"type": "yarn"} of config.json
+        if arch in ("phi3", "gemma2"): raise ValueError(f"{arch}: rope_yarn is not an option here")
+        w.add(f"{arch}.rope.scaling.type", "yarn"); a("rope.scaling.factor", float(rope_yarn[0]), f32)
+        a("rope.scaling.original_context_length", int(rope_yarn[1]))
     a("attention.layer_norm_rms_epsilon", float(norm_eps), f32)
     if arch == "llama":
         a("vocab_size", n_vocab); a("rope.dimension_count", hd)

@@ -71,6 +71,9 @@ CASES = {
     "qwen3moe": dict(arch="qwen3moe", head_dim=128, n_expert=16, n_expert_used=4, n_ff_exp=256, tied=False),
     # Mixtral-like: a llama file with llama.expert_count 8, 2 used, experts of feed_forward_length 256
     "mixtral": dict(arch="llama", moe=True, n_expert=8, n_expert_used=2, n_ff=256),
+    # Qwen3 with YaRN (issue 28: any family declaring rope.scaling.type yarn): factor 4 over an original context of
+    # 256 (as Qwen3's 131072 over 32768), so that the low frequencies are interpolated and cos/sin scaled
+    "qwen3_yarn": dict(arch="qwen3", head_dim=128, n_ctx_train=1024, rope_yarn=[4.0, 256]),
 }
 WTYPES = ("F16", "Q4_K_M")
 EXTRA = [("llama", "IQ4_NL"), ("llama", "IQ4_XS"), ("qwen2", "IQ4_NL")]
@@ -92,6 +95,8 @@ ABOUT = {
     "qwen3moe": "qwen3moe: qwen3's attention (q/k norms, NeoX, key_length 128), FFN a mixture of 16 experts (3-D "
                 "ffn_gate_exps/ffn_up_exps/ffn_down_exps of 256 rows each), router ffn_gate_inp F32, softmax over all "
                 "experts, top 4, weights renormalized to sum 1 (norm_topk_prob), untied output",
+    "qwen3_yarn": "qwen3 with rope.scaling.type yarn, factor 4, original_context_length 256 (context_length 1024): "
+                  "YaRN's per-frequency ramp between extrapolation and interpolation and its scale on cos and sin",
     "mixtral": "mixtral: a llama file (normal RoPE, untied) with llama.expert_count 8 and expert_used_count 2: "
                "ffn_gate_inp (F32) and ffn_gate_exps/ffn_up_exps/ffn_down_exps of feed_forward_length 256, softmax "
                "over all 8, top 2, renormalized",
