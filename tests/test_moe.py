@@ -202,6 +202,21 @@ def test_cli_and_chat_run_qwen3moe(q8_file, capsys):
     reply = m.chat([{"role": "user", "content": "Hi"}], max_tokens=5, temperature=0.0)
     assert isinstance(str(reply), str) and len(reply.tokens) >= 1
 
+def test_serve_runs_qwen3moe(q8_file):
+    "The OpenAI-style server (chapter 23) on a qwen3moe file: chat and completion, greedy, as the API gives."
+    pytest.importorskip("fastapi"); pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+    from llmbook.serve import make_app
+    m = llmbook.load(q8_file, n_ctx=128, deterministic=True)
+    client = TestClient(make_app(m, n_slots=1, n_ctx=128))
+    r = client.post("/v1/completions", json={"model": "m", "prompt": "the cat", "max_tokens": 5, "temperature": 0})
+    assert r.status_code == 200, r.text
+    want = m.generate("the cat", max_tokens=5, temperature=0.0)
+    assert r.json()["choices"][0]["text"] == str(want)
+    r = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+                                                  "max_tokens": 4, "temperature": 0})
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1, r.text
+
 # ---------------------------------------------------------------- MXFP4 (gpt-oss's experts)
 def test_mxfp4_dequantize_is_ggmls():
     "MXFP4 blocks (random bytes, every exponent 0..255, subnormal scales included) dequantize bit for bit as ggml's."
