@@ -9,6 +9,7 @@ __all__ = ['QWEN3MOE_KEYS', 'copy_tokenizer', 'write_qwen3moe', 'expert_matrix',
 # %% ../nbs/moe.ipynb #e3dbbd91
 from dataclasses import dataclass
 from pathlib import Path
+import threading
 import numpy as np
 from numba import njit, prange
 from fastcore.basics import patch
@@ -253,13 +254,19 @@ class MoEPlan:
         self.router = Projection([mw.router], (), kernels, deterministic)
         self.experts = [(Projection([expert_matrix(mw.gate, e), expert_matrix(mw.up, e)], (), kernels, deterministic),
                          Projection([expert_matrix(mw.down, e)], (), kernels, deterministic)) for e in range(self.n_expert)]
-        self.one = self.buffers(1)                  # a decode step's buffers, made once
+        self.local = threading.local()              # a decode step's buffers, made once per thread
 
     def buffers(self, n: int) -> dict:
         f32 = np.float32
         return dict(logits=np.empty((n, self.n_expert), f32), top=np.empty((n, self.k), np.int64),
                     w=np.empty((n, self.k), f32), ys=np.empty((n, self.k, self.n_embd), f32),
                     gu=np.empty((1, 2 * self.n_ff), f32), act=np.empty((1, self.n_ff), f32))
+
+    def one(self) -> dict:
+        "This thread's decode buffers (sessions on other threads never share one)."
+        b = getattr(self.local, "buffers", None)
+        if b is None: b = self.local.buffers = self.buffers(1)
+        return b
 
     nbytes = property(lambda self: self.router.nbytes + sum(g.nbytes + d.nbytes for g, d in self.experts))
     decode_bytes = property(lambda self: self.router.nbytes + self.k * (self.nbytes - self.router.nbytes) // self.n_expert)
@@ -268,7 +275,7 @@ class MoEPlan:
 @patch
 def decode(self: MoEPlan, x: np.ndarray, out: np.ndarray):
     "The FFN of one token: `x` `(1, n_embd)` normalized, `out` `(1, n_embd)`; only the chosen experts are read."
-    b = self.one
+    b = self.one()
     self.router.matvec(x[0], b["logits"][0])
     route_kernel(b["logits"], self.k, self.norm, b["top"], b["w"])
     for j in range(self.k):

@@ -120,7 +120,7 @@ def test_decode_reads_only_the_chosen_experts(q8_file):
     plan = mw.plan("float")
     x = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
     want = np.empty_like(x); plan(x, want)
-    chosen = set(plan.one["top"][0].tolist())
+    chosen = set(plan.one()["top"][0].tolist())
     assert len(chosen) == 4
     assert plan.decode_bytes == plan.router.nbytes + 4 * (plan.nbytes - plan.router.nbytes) // 32
     for e in range(plan.n_expert):
