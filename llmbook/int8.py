@@ -5,13 +5,14 @@
 # %% auto #0
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
            'V8I32', 'V8F32', 'BLOCK_DOTS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS', 'ROW_PAIRS',
-           'GEMM_ROWS', 'MATVEC', 'GEMM', 'X8_BYTES', 'V8I16', 'V8I8', 'V8F16', 'host_features', 'target_features',
-           'kernel_set', 'F32x8', 'vzero', 'vsum', 'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes',
-           'block_dot', 'matvec_q4_0', 'matvec_q4_1', 'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k',
-           'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k', 'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0',
-           'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k', 'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl',
-           'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs', 'BlockMatrix', 'repack_q4_k_x8', 'q4_k_x8_dot', 'vstore',
-           'matvec_q4_k_x8', 'gemm_q4_k_x8', 'InterleavedMatrix', 'block_matrix']
+           'GEMM_ROWS', 'MATVEC', 'GEMM', 'X8_BYTES', 'V8I16', 'V8I8', 'V8F16', 'INTERLEAVED', 'X6_BYTES',
+           'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum', 'to_f16', 'quantize_q8',
+           'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1', 'matvec_q5_0',
+           'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k', 'matvec_q6_k',
+           'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k', 'gemm_q4_k',
+           'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs', 'BlockMatrix',
+           'repack_q4_k_x8', 'q4_k_x8_dot', 'vstore', 'matvec_q4_k_x8', 'gemm_q4_k_x8', 'InterleavedMatrix',
+           'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot', 'matvec_q6_k_x8', 'gemm_q6_k_x8']
 
 # %% ../nbs/2_13_int8.ipynb #66f44c31
 import os, platform
@@ -742,22 +743,139 @@ def gemm_q4_k_x8(wp, n_rows, X, out, col0):
                 vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
 
 # %% ../nbs/2_13_int8.ipynb #9d28457e
+INTERLEAVED = {GGMLType.Q4_K: (repack_q4_k_x8, matvec_q4_k_x8, gemm_q4_k_x8)}   # type -> (repack, matvec, gemm)
+
 class InterleavedMatrix(BlockMatrix):
-    "Q4_K matrices repacked once, 8 rows interleaved, for kernels whose vector lanes are rows."
+    "K-quant matrices repacked once, 8 rows interleaved, for kernels whose vector lanes are rows."
     def __init__(self, *tensors: QTensor):
         super().__init__(*tensors)
-        if self.type != GGMLType.Q4_K or self.n_rows % 8: raise ValueError("interleaving needs Q4_K and rows in groups of 8")
-        self.packed = repack_q4_k_x8(self.w, self.rows_at, self.n_cols)
+        if self.type not in INTERLEAVED or self.n_rows % 8:
+            raise ValueError(f"interleaving needs one of {', '.join(t.name for t in INTERLEAVED)} and rows in groups of 8")
+        repack, self._matvec, self._gemm = INTERLEAVED[self.type]
+        self.packed = repack(self.w, self.rows_at, self.n_cols)
         self.arrays = (self.packed, self.n_rows)
-        self._matvec, self._gemm = matvec_q4_k_x8, gemm_q4_k_x8
 
     nbytes = property(lambda self: self.packed.nbytes)
     def __repr__(self): return f"InterleavedMatrix({self.type.name}, shape={self.shape}, 8 rows interleaved)"
 
 def block_matrix(*tensors: QTensor) -> BlockMatrix:
-    "The integer kernels' matrix for `tensors`: Q4_K interleaved 8 rows at a time where it can be, else read in place."
+    "The integer kernels' matrix for `tensors`: interleaved 8 rows at a time where a type has it, else read in place."
     t = tensors[0]
-    if (t.type == GGMLType.Q4_K and sum(x.shape[0] for x in tensors) % 8 == 0 and len(t.shape) == 2
+    if (t.type in INTERLEAVED and sum(x.shape[0] for x in tensors) % 8 == 0 and len(t.shape) == 2
             and os.environ.get("LLMBOOK_REPACK", "1") != "0"):
         return InterleavedMatrix(*tensors)
     return BlockMatrix(*tensors)
+
+# %% ../nbs/2_13_int8.ipynb #943eb286
+X6_BYTES = 1696          # one group: 8 rows x one Q6_K super-block (8 x 210 bytes in the file), interleaved
+
+@intrinsic
+def f16_at(typingctx, w, offset):
+    "The IEEE half at byte `offset` of the uint8 array w, as a float32."
+    def codegen(context, builder, sig, args): return _f16(builder, _byte_ptr(context, builder, sig.args[0], *args), 0)
+    return types.float32(w, offset), codegen
+
+@njit(cache=True, inline="always")
+def _q6_levels(w, src, L):
+    "The 256 levels 0..63 of the Q6_K super-block at byte `src` of w, in weight order, into L (chapter 02's unpacking)."
+    for n in range(2):
+        for l in range(32):
+            a, b, h = w[src + 64 * n + l], w[src + 64 * n + l + 32], w[src + 128 + 32 * n + l]
+            L[128 * n + l] = (a & 15) | ((h & 3) << 4)
+            L[128 * n + l + 32] = (b & 15) | (((h >> 2) & 3) << 4)
+            L[128 * n + l + 64] = (a >> 4) | (((h >> 4) & 3) << 4)
+            L[128 * n + l + 96] = (b >> 4) | (((h >> 6) & 3) << 4)
+
+# %% ../nbs/2_13_int8.ipynb #a0b3c40b
+@njit(cache=True, parallel=True)
+def repack_q6_k_x8(w, rows_at, n_cols):
+    "Q6_K rows (file blocks at byte offsets `rows_at`, 8k rows) -> groups of 8 rows, block by block, interleaved."
+    nb, n_groups = n_cols // 256, rows_at.size // 8
+    out = np.empty(n_groups * nb * X6_BYTES, np.uint8)     # (numba aligns arrays to 32 bytes, so every load is)
+    d = out.view(np.float32)
+    for g in prange(n_groups):
+        L = np.empty((8, 256), np.uint8)
+        for b in range(nb):
+            o = (g * nb + b) * X6_BYTES
+            for r in range(8):
+                src = rows_at[8 * g + r] + 210 * b
+                _q6_levels(w, src, L[r])
+                d[(o + 1664) // 4 + r] = f16_at(w, src + 208)
+                for j in range(8):
+                    P = o + 416 * (j // 2) + 16 * (j % 2)
+                    out[P + 384 + 2 * r], out[P + 385 + 2 * r] = w[src + 192 + 2 * j], w[src + 193 + 2 * j]
+            for j in range(8):
+                P = o + 416 * (j // 2)
+                for r in range(8):
+                    for e in range(4):
+                        for h in range(4):       # low 4 bits: weights 32j+4h+e and 32j+16+4h+e in one byte
+                            lo, hi = L[r, 32 * j + 4 * h + e], L[r, 32 * j + 16 + 4 * h + e]
+                            out[P + 128 * (j % 2) + 32 * h + 4 * r + e] = (lo & 15) | ((hi & 15) << 4)
+                        for g2 in range(2):      # high 2 bits of the same weights of vectors 2g2 and 2g2+1
+                            c = 0
+                            for k in range(4): c |= (L[r, 32 * j + 16 * (k % 2) + 4 * (2 * g2 + k // 2) + e] >> 4) << (2 * k)
+                            out[P + 256 + 64 * (j % 2) + 32 * g2 + 4 * r + e] = c
+    return out
+
+# %% ../nbs/2_13_int8.ipynb #5732dd1a
+@intrinsic
+def q6_k_x8_dot(typingctx, acc, w, wo, xq, xo, sums16, so, dx):
+    "acc + dx * (the 8 rows of the Q6_K group at byte wo of w) . (the 256 activations at xq[xo:]), one row per lane."
+    def codegen(context, builder, sig, args):
+        acc, w, wo, xq, xo, s16, so, dx = args
+        pw, px = _byte_ptr(context, builder, sig.args[1], w, wo), _byte_ptr(context, builder, sig.args[3], xq, xo)
+        ps = _byte_ptr(context, builder, sig.args[5], s16, builder.mul(so, ir.Constant(so.type, 2)))
+        k = lambda v: _const(V32I8, v)
+        total, offset = ir.Constant(V8I32, [0] * 8), ir.Constant(V8I32, [0] * 8)
+        for j in range(8):                        # sub-blocks 2j (in the low nibbles) and 2j+1 (the high ones)
+            P = 416 * (j // 2)
+            sc = builder.sext(_at(builder, pw, P + 384 + 16 * (j % 2), V16I8), V16I16)   # lanes 2r, 2r+1: row r's two
+            sc_lo, sc_hi = (builder.shuffle_vector(sc, sc, _mask([2 * (i // 2) + s for i in range(16)])) for s in (0, 1))
+            for g in range(2):                    # two vectors at a time: 16-bit sums of at most 32 004
+                qh = _at(builder, pw, P + 256 + 64 * (j % 2) + 32 * g, V32I8)
+                top = lambda t: builder.shl(builder.and_(builder.lshr(qh, k(t)) if t else qh, k(3)), k(4))
+                s_lo = s_hi = None
+                for h in (2 * g, 2 * g + 1):
+                    q, t = _at(builder, pw, P + 128 * (j % 2) + 32 * h, V32I8), 4 * (h % 2)
+                    p_lo = _maddubs(builder, builder.or_(builder.and_(q, k(15)), top(t)), _broadcast4(builder, px, 32 * j + 4 * h))
+                    p_hi = _maddubs(builder, builder.or_(builder.lshr(q, k(4)), top(t + 2)), _broadcast4(builder, px, 32 * j + 16 + 4 * h))
+                    s_lo = p_lo if s_lo is None else builder.add(s_lo, p_lo)
+                    s_hi = p_hi if s_hi is None else builder.add(s_hi, p_hi)
+                total = builder.add(total, builder.add(_madd(builder, s_lo, sc_lo), _madd(builder, s_hi, sc_hi)))
+            pair = builder.bitcast(_splat(builder, _at(builder, ps, 4 * j, I32), V8I32), V16I16)   # sums 2j, 2j+1
+            offset = builder.add(offset, _madd(builder, sc, pair))
+        total = builder.sub(total, builder.shl(offset, _const(V8I32, 5)))        # the levels' offset: 32 x ...
+        d = builder.fmul(_at(builder, pw, 1664, V8F32), _splat(builder, dx, V8F32))
+        return _x86(builder, "llvm.fma.v8f32", V8F32, builder.sitofp(total, V8F32), d, acc)
+    return f32x8(acc, w, wo, xq, xo, sums16, so, dx), codegen
+
+# %% ../nbs/2_13_int8.ipynb #fd6949b3
+@njit(cache=True, parallel=True)
+def matvec_q6_k_x8(wp, n_rows, x, out):
+    nb = x.size // 256
+    xq, xd, xb = quantize_q8(x.reshape(1, -1), 256)
+    for g in prange(n_rows // 8):
+        acc = vzero()
+        for b in range(nb): acc = q6_k_x8_dot(acc, wp, (g * nb + b) * X6_BYTES, xq, 256 * b, xb, 16 * b, xd[0, b])
+        vstore(acc, out, 8 * g)
+
+@njit(cache=True, parallel=True)
+def gemm_q6_k_x8(wp, n_rows, X, out, col0):
+    n, k = X.shape
+    nb, n_groups, last, ks = k // 256, n_rows // 8, n - 1, k // 16
+    xq, xd, xb = quantize_q8(X, 256)
+    for tile in prange((n_groups + 1) // 2):
+        for t0 in range(0, n, 4):                     # four tokens at a time (the last repeated past the end)
+            t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
+            for g in range(2 * tile, min(2 * tile + 2, n_groups)):
+                a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
+                for b in range(nb):
+                    wo = (g * nb + b) * X6_BYTES
+                    a0 = q6_k_x8_dot(a0, wp, wo, xq, k * t0 + 256 * b, xb, ks * t0 + 16 * b, xd[t0, b])
+                    a1 = q6_k_x8_dot(a1, wp, wo, xq, k * t1 + 256 * b, xb, ks * t1 + 16 * b, xd[t1, b])
+                    a2 = q6_k_x8_dot(a2, wp, wo, xq, k * t2 + 256 * b, xb, ks * t2 + 16 * b, xd[t2, b])
+                    a3 = q6_k_x8_dot(a3, wp, wo, xq, k * t3 + 256 * b, xb, ks * t3 + 16 * b, xd[t3, b])
+                vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
+                vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
+
+INTERLEAVED[GGMLType.Q6_K] = (repack_q6_k_x8, matvec_q6_k_x8, gemm_q6_k_x8)

@@ -1,4 +1,4 @@
-"""Chapter 13's Q4_K groups of 8 interleaved rows: the same products as the blocks read in place (whose integer sums
+"""Chapter 13's Q4_K and Q6_K groups of 8 interleaved rows: the same products as the blocks read in place (whose integer sums
 they add in another order), chosen by `block_matrix` only where they apply, and what a model runs on."""
 import os, subprocess, sys
 import numpy as np
@@ -6,23 +6,28 @@ import pytest
 from llmbook.tensors import GGMLType
 from llmbook.kernels import random_qtensor
 from llmbook.quants import dequantize
-from llmbook.int8 import BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, repack_q4_k_x8, X8_BYTES
+from llmbook.int8 import (BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, repack_q4_k_x8, X8_BYTES,
+                          repack_q6_k_x8, X6_BYTES)
 
 pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="this CPU has no AVX2: the integer kernels cannot run here")
 
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K"])
 @pytest.mark.parametrize("rows,cols,n_tok", [(8, 256, 1), (24, 512, 3), (96, 1024, 9), (64, 2048, 64)])
-def test_interleaved_equals_in_place(rows, cols, n_tok):
-    qt = random_qtensor("Q4_K", (rows, cols), rows + cols)
+def test_interleaved_equals_in_place(kind, rows, cols, n_tok):
+    qt = random_qtensor(kind, (rows, cols), rows + cols)
     inter, inplace = block_matrix(qt), BlockMatrix(qt)
-    assert isinstance(inter, InterleavedMatrix) and inter.packed.size == rows // 8 * cols // 256 * X8_BYTES
+    group = {"Q4_K": X8_BYTES, "Q6_K": X6_BYTES}[kind]
+    assert isinstance(inter, InterleavedMatrix) and inter.packed.size == rows // 8 * cols // 256 * group
     X = np.random.default_rng(n_tok).standard_normal((n_tok, cols)).astype(np.float32) * 3
-    np.testing.assert_allclose(inter.matvec(X[0]), inplace.matvec(X[0]), rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(inter.matmul(X), inplace.matmul(X), rtol=1e-5, atol=1e-4)
+    ref = inplace.matmul(X)
+    tol = 1e-5 * np.abs(ref).max()     # the same integer sums per block, their float sum in another order: float32 rounding
+    np.testing.assert_allclose(inter.matvec(X[0]), inplace.matvec(X[0]), rtol=1e-5, atol=tol)
+    np.testing.assert_allclose(inter.matmul(X), ref, rtol=1e-5, atol=tol)
     W = dequantize(qt).reshape(rows, cols)
     assert np.abs(inter.matmul(X) - X @ W.T).max() < 0.02 * np.abs(X @ W.T).max()      # int8 activations' rounding
     out = np.zeros((n_tok, rows + 16), np.float32)
     inter.matmul(X, out, col0=8)                                                      # into the middle of a wider output
-    assert not out[:, :8].any() and not out[:, 8 + rows:].any() and np.allclose(out[:, 8:8 + rows], inplace.matmul(X), atol=1e-4)
+    assert not out[:, :8].any() and not out[:, 8 + rows:].any() and np.allclose(out[:, 8:8 + rows], ref, atol=tol)
 
 def test_repack_layout_of_one_group():
     "Byte by byte against the layout chapter 13's table gives, from chapter 02's unpacking of the same blocks."
@@ -39,11 +44,31 @@ def test_repack_layout_of_one_group():
             np.testing.assert_array_equal(v & 15, lev[:, 32 * j + 4 * h:32 * j + 4 * h + 4])
             np.testing.assert_array_equal(v >> 4, lev[:, 32 * j + 4 * h + 16:32 * j + 4 * h + 20])
 
+def test_q6_k_repack_layout_of_one_group():
+    "Byte by byte against the layout of chapter 13's Q6_K table, from chapter 02's dequantizer's levels."
+    qt = random_qtensor("Q6_K", (8, 256), 6)
+    raw = np.asarray(qt.data).reshape(8, 210)
+    p = repack_q6_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 210, 256)
+    np.testing.assert_array_equal(p[1664:1696].view(np.float32), raw[:, 208:210].copy().view(np.float16).ravel().astype(np.float32))
+    sc = raw[:, 192:208].view(np.int8)
+    W = dequantize(qt).reshape(8, 256)
+    d = raw[:, 208:210].copy().view(np.float16).astype(np.float32)
+    lev = np.rint(W / (d * np.repeat(sc, 16, axis=1).astype(np.float32)) + 32).astype(np.uint8)  # the levels 0..63 back
+    for j in range(8):
+        P = 416 * (j // 2)
+        np.testing.assert_array_equal(p[P + 384 + 16 * (j % 2):P + 400 + 16 * (j % 2)].view(np.int8).reshape(8, 2), sc[:, 2 * j:2 * j + 2])
+        for h in range(4):
+            v = p[P + 128 * (j % 2) + 32 * h:P + 128 * (j % 2) + 32 * h + 32].reshape(8, 4)
+            hb = p[P + 256 + 64 * (j % 2) + 32 * (h // 2):][:32].reshape(8, 4) >> (4 * (h % 2))
+            np.testing.assert_array_equal((v & 15) | ((hb & 3) << 4), lev[:, 32 * j + 4 * h:32 * j + 4 * h + 4])
+            np.testing.assert_array_equal((v >> 4) | (((hb >> 2) & 3) << 4), lev[:, 32 * j + 16 + 4 * h:32 * j + 20 + 4 * h])
+
 def test_block_matrix_chooses():
     q4k, q6k = random_qtensor("Q4_K", (12, 256), 1), random_qtensor("Q6_K", (16, 256), 2)
     assert type(block_matrix(q4k)) is BlockMatrix                           # 12 rows: not whole groups of 8
     assert type(block_matrix(q4k, random_qtensor("Q4_K", (4, 256), 3))) is InterleavedMatrix   # 16 rows stacked
-    assert type(block_matrix(q6k)) is BlockMatrix
+    assert type(block_matrix(q6k)) is InterleavedMatrix
+    assert type(block_matrix(random_qtensor("Q5_K", (16, 256), 5))) is BlockMatrix    # no interleaved kernel
     m = block_matrix(random_qtensor("Q4_K", (16, 256), 4))
     np.testing.assert_array_equal(m.rows([3, 0]), BlockMatrix(random_qtensor("Q4_K", (16, 256), 4)).rows([3, 0]))  # rows: the file's blocks
 
