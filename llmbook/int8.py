@@ -5,14 +5,15 @@
 # %% auto #0
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
            'V8I32', 'V8F32', 'BLOCK_DOTS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS', 'ROW_PAIRS',
-           'GEMM_ROWS', 'MATVEC', 'GEMM', 'X8_BYTES', 'V8I16', 'V8I8', 'V8F16', 'INTERLEAVED', 'X6_BYTES',
-           'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum', 'to_f16', 'quantize_q8',
-           'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1', 'matvec_q5_0',
-           'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k', 'matvec_q6_k',
-           'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k', 'gemm_q4_k',
-           'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs', 'BlockMatrix',
-           'repack_q4_k_x8', 'q4_k_x8_dot', 'vstore', 'matvec_q4_k_x8', 'gemm_q4_k_x8', 'InterleavedMatrix',
-           'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot', 'matvec_q6_k_x8', 'gemm_q6_k_x8']
+           'GEMM_ROWS', 'MATVEC', 'GEMM', 'NIBBLES', 'CRUMBS', 'X8_BYTES', 'V8I16', 'V8I8', 'V8F16', 'INTERLEAVED',
+           'X6_BYTES', 'host_features', 'target_features', 'kernel_set', 'F32x8', 'vzero', 'vsum', 'to_f16',
+           'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
+           'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k',
+           'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k',
+           'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs',
+           'BlockMatrix', 'load_u32', 'store_u32', 'repack_q4_k_x8', 'q4_k_x8_dot', 'vstore', 'matvec_q4_k_x8',
+           'gemm_q4_k_x8', 'InterleavedMatrix', 'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot',
+           'matvec_q6_k_x8', 'gemm_q6_k_x8']
 
 # %% ../nbs/2_13_int8.ipynb #66f44c31
 import os, platform
@@ -626,6 +627,24 @@ def _dequantized_rows(self: BlockMatrix, *arrays_ids_out):
     raw = self.w[self.rows_at[ids][:, None] + np.arange(self.row_bytes)]
     out[...] = dequantize(QTensor(raw.reshape(-1), self.type, (ids.size, self.n_cols))).reshape(ids.size, self.n_cols)
 
+# %% ../nbs/2_13_int8.ipynb #b98ba36a
+@intrinsic
+def load_u32(typingctx, w, offset):
+    "The 4 bytes at byte `offset` of the uint8 array w, as one uint32 (little-endian, as x86 stores it)."
+    def codegen(context, builder, sig, args): return _at(builder, _byte_ptr(context, builder, sig.args[0], *args), 0, I32)
+    return types.uint32(w, offset), codegen
+
+@intrinsic
+def store_u32(typingctx, out, offset, v):
+    "Write the uint32 v as the 4 bytes at byte `offset` of the uint8 array out."
+    def codegen(context, builder, sig, args):
+        ptr = _byte_ptr(context, builder, sig.args[0], args[0], args[1])
+        builder.store(args[2], builder.bitcast(ptr, I32.as_pointer()), align=1)
+        return context.get_dummy_value()
+    return types.void(out, offset, types.uint32), codegen
+
+NIBBLES, CRUMBS = np.uint32(0x0F0F0F0F), np.uint32(0x03030303)   # the low 4 (2) bits of each of 4 bytes
+
 # %% ../nbs/2_13_int8.ipynb #227ba137
 X8_BYTES = 1184          # one group: 8 rows x one super-block of 256 weights, interleaved
 
@@ -647,12 +666,11 @@ def repack_q4_k_x8(w, rows_at, n_cols):
                         sc = (w[src + 8 + j] & 15) | ((w[src + j] >> 6) << 4)
                         mn = (w[src + 8 + j] >> 4) | ((w[src + 4 + j] >> 6) << 4)
                     out[o + 1024 + 8 * j + r], out[o + 1088 + 8 * j + r] = sc, mn
-                    qs, shift = src + 16 + 32 * (j // 2), 4 * (j % 2)   # sub-block j: nibbles of 32 bytes
-                    for h in range(4):
-                        for e in range(4):
-                            lo = (w[qs + 4 * h + e] >> shift) & 15
-                            hi = (w[qs + 4 * h + e + 16] >> shift) & 15
-                            out[o + 128 * j + 32 * h + 4 * r + e] = lo | (hi << 4)
+                    qs, shift = src + 16 + 32 * (j // 2), np.uint32(4 * (j % 2))   # sub-block j: nibbles of 32 bytes
+                    for h in range(4):                          # its weights 4h..4h+3 and 16+4h..16+4h+3
+                        lo = (load_u32(w, qs + 4 * h) >> shift) & NIBBLES
+                        hi = (load_u32(w, qs + 4 * h + 16) >> shift) & NIBBLES
+                        store_u32(out, o + 128 * j + 32 * h + 4 * r, lo | (hi << np.uint32(4)))
     return out
 
 # %% ../nbs/2_13_int8.ipynb #03b54f7b
@@ -766,7 +784,7 @@ def block_matrix(*tensors: QTensor) -> BlockMatrix:
         return InterleavedMatrix(*tensors)
     return BlockMatrix(*tensors)
 
-# %% ../nbs/2_13_int8.ipynb #943eb286
+# %% ../nbs/2_13_int8.ipynb #a0b3c40b
 X6_BYTES = 1696          # one group: 8 rows x one Q6_K super-block (8 x 210 bytes in the file), interleaved
 
 @intrinsic
@@ -775,18 +793,6 @@ def f16_at(typingctx, w, offset):
     def codegen(context, builder, sig, args): return _f16(builder, _byte_ptr(context, builder, sig.args[0], *args), 0)
     return types.float32(w, offset), codegen
 
-@njit(cache=True, inline="always")
-def _q6_levels(w, src, L):
-    "The 256 levels 0..63 of the Q6_K super-block at byte `src` of w, in weight order, into L (chapter 02's unpacking)."
-    for n in range(2):
-        for l in range(32):
-            a, b, h = w[src + 64 * n + l], w[src + 64 * n + l + 32], w[src + 128 + 32 * n + l]
-            L[128 * n + l] = (a & 15) | ((h & 3) << 4)
-            L[128 * n + l + 32] = (b & 15) | (((h >> 2) & 3) << 4)
-            L[128 * n + l + 64] = (a >> 4) | (((h >> 4) & 3) << 4)
-            L[128 * n + l + 96] = (b >> 4) | (((h >> 6) & 3) << 4)
-
-# %% ../nbs/2_13_int8.ipynb #a0b3c40b
 @njit(cache=True, parallel=True)
 def repack_q6_k_x8(w, rows_at, n_cols):
     "Q6_K rows (file blocks at byte offsets `rows_at`, 8k rows) -> groups of 8 rows, block by block, interleaved."
@@ -794,27 +800,26 @@ def repack_q6_k_x8(w, rows_at, n_cols):
     out = np.empty(n_groups * nb * X6_BYTES, np.uint8)     # (numba aligns arrays to 32 bytes, so every load is)
     d = out.view(np.float32)
     for g in prange(n_groups):
-        L = np.empty((8, 256), np.uint8)
         for b in range(nb):
             o = (g * nb + b) * X6_BYTES
             for r in range(8):
                 src = rows_at[8 * g + r] + 210 * b
-                _q6_levels(w, src, L[r])
                 d[(o + 1664) // 4 + r] = f16_at(w, src + 208)
                 for j in range(8):
-                    P = o + 416 * (j // 2) + 16 * (j % 2)
-                    out[P + 384 + 2 * r], out[P + 385 + 2 * r] = w[src + 192 + 2 * j], w[src + 193 + 2 * j]
-            for j in range(8):
-                P = o + 416 * (j // 2)
-                for r in range(8):
-                    for e in range(4):
-                        for h in range(4):       # low 4 bits: weights 32j+4h+e and 32j+16+4h+e in one byte
-                            lo, hi = L[r, 32 * j + 4 * h + e], L[r, 32 * j + 16 + 4 * h + e]
-                            out[P + 128 * (j % 2) + 32 * h + 4 * r + e] = (lo & 15) | ((hi & 15) << 4)
-                        for g2 in range(2):      # high 2 bits of the same weights of vectors 2g2 and 2g2+1
-                            c = 0
-                            for k in range(4): c |= (L[r, 32 * j + 16 * (k % 2) + 4 * (2 * g2 + k // 2) + e] >> 4) << (2 * k)
-                            out[P + 256 + 64 * (j % 2) + 32 * g2 + 4 * r + e] = c
+                    P, n, m = o + 416 * (j // 2), j // 4, j % 4
+                    out[P + 384 + 16 * (j % 2) + 2 * r] = w[src + 192 + 2 * j]       # the scales of sub-blocks 2j, 2j+1
+                    out[P + 385 + 16 * (j % 2) + 2 * r] = w[src + 193 + 2 * j]
+                    ql, s = src + 64 * n + 32 * (m % 2), np.uint32(4 * (m // 2))
+                    qh, t = src + 128 + 32 * n, np.uint32(2 * m)
+                    for h in range(4):                      # low 4 bits: weights 4h.. and 16+4h.. in one word
+                        lo = (load_u32(w, ql + 4 * h) >> s) & NIBBLES
+                        hi = (load_u32(w, ql + 4 * h + 16) >> s) & NIBBLES
+                        store_u32(out, P + 128 * (j % 2) + 32 * h + 4 * r, lo | (hi << np.uint32(4)))
+                    for g2 in range(2):                     # high 2 bits of vectors 2g2, 2g2+1: four crumbs a byte
+                        c = np.uint32(0)
+                        for k in range(4):
+                            c |= ((load_u32(w, qh + 16 * (k % 2) + 4 * (2 * g2 + k // 2)) >> t) & CRUMBS) << np.uint32(2 * k)
+                        store_u32(out, P + 256 + 64 * (j % 2) + 32 * g2 + 4 * r, c)
     return out
 
 # %% ../nbs/2_13_int8.ipynb #5732dd1a
