@@ -4,13 +4,13 @@
 
 # %% auto #0
 __all__ = ['END', 'ALT', 'RULE_REF', 'CHAR', 'CHAR_NOT', 'CHAR_RNG_UPPER', 'CHAR_ALT', 'CHAR_ANY', 'KIND_NAMES', 'MAX_REPEAT',
-           'REJECT', 'UNKNOWN', 'MASK_CACHE', 'JSON_RULES', 'JSON_GRAMMAR', 'JSON_OBJECT_GRAMMAR', 'GrammarError',
-           'Grammar', 'rules_text', 'initial_stacks', 'advance', 'accepts_text', 'step', 'step_bytes', 'VocabTrie',
-           'vocab_trie', 'allowed_tokens', 'GrammarMatcher', 'json_schema_to_grammar', 'as_grammar',
-           'constrained_sample']
+           'MAX_NESTING', 'MAX_ELEMENTS', 'MAX_STACKS', 'MAX_EXPAND', 'REJECT', 'UNKNOWN', 'MASK_CACHE', 'JSON_RULES',
+           'JSON_GRAMMAR', 'JSON_OBJECT_GRAMMAR', 'FORMAT_RULES', 'GrammarError', 'Grammar', 'rules_text',
+           'initial_stacks', 'advance', 'accepts_text', 'step', 'step_bytes', 'VocabTrie', 'vocab_trie',
+           'allowed_tokens', 'GrammarMatcher', 'json_schema_to_grammar', 'as_grammar', 'constrained_sample']
 
 # %% ../nbs/3_20_grammar.ipynb #afa8d24c
-import json, re
+import json, math, re, threading
 from functools import lru_cache
 from fastcore.basics import patch
 import numpy as np
@@ -24,7 +24,9 @@ KIND_NAMES = ["END", "ALT", "RULE_REF", "CHAR", "CHAR_NOT", "CHAR_RNG_UPPER", "C
 class GrammarError(ValueError):
     "A grammar (GBNF text or a JSON Schema) that cannot be used; the message says where and why."
 
-MAX_REPEAT = 10_000    # the largest count in x{m,n}: a typo like x{1000000} must not allocate without bound
+MAX_REPEAT = 10_000       # the largest count in x{m,n}: a typo like x{1000000} must not allocate without bound
+MAX_NESTING = 100         # groups inside groups, schemas inside schemas: deeper input is a GrammarError
+MAX_ELEMENTS = 1_000_000  # elements in all the rules of one grammar
 
 def _is_word_char(c): return c.isascii() and (c.isalnum() or c == "-")
 
@@ -35,6 +37,7 @@ class _Parser:
     "Recursive-descent parser of GBNF text into rules (lists of (kind, value) elements)."
     def __init__(self, src: str):
         self.src, self.symbols, self.rules, self.refs, self.defined = src, {}, {}, [], {}
+        self.depth = self.size = 0                 # groups open now; elements made so far (MAX_NESTING, MAX_ELEMENTS)
 
     def fail(self, pos, msg):
         line = self.src.count("\n", 0, pos) + 1
@@ -157,18 +160,24 @@ def _sequence(self: _Parser, pos, rule_name, out, nested):
             last = len(out); out.append((RULE_REF, rid))
             pos = self.space(end, nested)
         elif c == "(":
-            sub = self.fresh(rule_name)
+            if self.depth >= MAX_NESTING: self.fail(pos, f"groups are nested more than {MAX_NESTING} deep")
+            sub, self.depth = self.fresh(rule_name), self.depth + 1
             pos = self._alternates(self.space(pos + 1, True), rule_name, sub, True)
             if pos >= len(s) or s[pos] != ")": self.fail(pos, "expecting ')' to close the group")
+            self.depth -= 1
             last = len(out); out.append((RULE_REF, sub))
             pos = self.space(pos + 1, nested)
         elif c == ".":
             last = len(out); out.append((CHAR_ANY, 0))
             pos = self.space(pos + 1, nested)
+        elif c in "<!" and s[pos:pos + 2] in ("<[", "!<") or (c == "<" and pos + 1 < len(s) and _is_word_char(s[pos + 1])):
+            self.fail(pos, "llama.cpp's token syntax (<[N]>, <name>, !<...>) is not supported: write the text instead")
         elif c in "*+?{":
             if last == len(out): self.fail(pos, f"{c!r} must follow an item to repeat")
             if c == "{": lo, hi, pos = self._repeat_counts(pos, nested)
             else: lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
+            self.size += (len(out) - last + 1) * (lo + (1 if hi is None else hi - lo))
+            if self.size > MAX_ELEMENTS: self.fail(pos, f"the rules would hold more than {MAX_ELEMENTS:,} elements")
             self._repeat(out, last, rule_name, lo, hi)
             pos = self.space(pos + 1, nested)
         else: break
@@ -224,14 +233,14 @@ def _rule(self: _Parser, pos):
 _Parser._alternates, _Parser._rule = _alternates, _rule
 
 # %% ../nbs/3_20_grammar.ipynb #bd79ad11
-def _parse(self: _Parser):
+def _parse(self: _Parser, root="root"):
     pos = self.space(0, True)
     while pos < len(self.src): pos = self._rule(pos)
     names = {i: n for n, i in self.symbols.items()}
     for rid, at in self.refs:
         if rid not in self.rules: self.fail(at, f"undefined rule {names[rid]!r}")
-    if "root" not in self.defined:
-        raise GrammarError("the grammar has no 'root' rule: define `root ::= ...`, the rule for the whole output")
+    if root not in self.defined:
+        raise GrammarError(f"the grammar has no {root!r} rule: define `{root} ::= ...`, the rule for the whole output")
     return self
 
 _Parser.parse = _parse
@@ -240,15 +249,15 @@ _Parser.parse = _parse
 class Grammar:
     "A GBNF grammar parsed and flattened: `kind`/`value` lists of elements, `start[rule]`, rule `names`."
     _setup = []    # what later sections add to a new grammar (the left-recursion check, the matcher's tables)
-    def __init__(self, text: str):
+    def __init__(self, text: str, root: str = "root"):
         if not isinstance(text, str): raise GrammarError(f"a grammar is GBNF text (a str), got {type(text).__name__}")
-        p = _Parser(text).parse()
+        p = _Parser(text).parse(root)
         self.text, self.names = text, {i: n for n, i in p.symbols.items()}
         self.kind, self.value, self.start = [], [], []
         for rid in range(len(p.symbols)):
             self.start.append(len(self.kind))
             for k, v in p.rules[rid]: self.kind.append(k); self.value.append(v)
-        self.root = p.symbols["root"]
+        self.root = p.symbols[root]
         self.alts = [self._alternatives(r) for r in range(len(self.start))]
         for setup in self._setup: setup(self)
 
@@ -290,65 +299,74 @@ def rules_text(g: Grammar) -> str:
 Grammar.rules_text = rules_text
 
 # %% ../nbs/3_20_grammar.ipynb #690ec646
-def _nullable_rules(g: Grammar):
-    "For each rule: can it match the empty string?"
-    nullable = [False] * len(g.start)
-    changed = True
-    while changed:
-        changed = False
-        for r, alts in enumerate(g.alts):
-            if nullable[r]: continue
-            for pos in alts:
-                while g.kind[pos] == RULE_REF and nullable[g.value[pos]]: pos += 1
-                if g.kind[pos] in (END, ALT): nullable[r] = changed = True; break
-    return nullable
+def _empty_alternative(g: Grammar):
+    "For each rule: has it an empty alternative (llama.cpp's test for a rule that may be skipped)?"
+    return [any(g.kind[pos] in (END, ALT) for pos in alts) for alts in g.alts]
 
 # %% ../nbs/3_20_grammar.ipynb #768d6010
+def _firsts(self: Grammar, r, empty):
+    "The rules that rule `r` can start with: each alternative's first reference, and the next while one may be skipped."
+    out = []
+    for pos in self.alts[r]:
+        while self.kind[pos] == RULE_REF:
+            out.append(self.value[pos])
+            if not empty[self.value[pos]]: break
+            pos += 1
+    return out
+
 def _check_left_recursion(self: Grammar):
-    nullable = _nullable_rules(self)
-    def firsts(r):                                    # the rules that rule r can start with
-        for pos in self.alts[r]:
-            while self.kind[pos] == RULE_REF:
-                yield self.value[pos]
-                if not nullable[self.value[pos]]: break
-                pos += 1
+    empty = _empty_alternative(self)
     state = [0] * len(self.start)                     # 0 unseen, 1 on the current path, 2 done
-    def visit(r, path):
-        state[r] = 1
-        for n in firsts(r):
+    for r0 in range(len(self.start)):
+        if state[r0]: continue
+        path, todo = [r0], [iter(_firsts(self, r0, empty))]
+        state[r0] = 1
+        while todo:
+            n = next(todo[-1], None)
+            if n is None: state[path.pop()] = 2; todo.pop(); continue
             if state[n] == 1:
                 cycle = path[path.index(n):] + [n]
                 raise GrammarError("left recursion: rule " + repr(self.names[n]) + " can start with itself ("
                                    + " -> ".join(self.names[i] for i in cycle) + "); rewrite it so that something "
                                    "is read first, e.g. `list ::= item (\",\" item)*` instead of `list ::= list \",\" item | item`")
-            if state[n] == 0: visit(n, path + [n])
-        state[r] = 2
-    for r in range(len(self.start)):
-        if state[r] == 0: visit(r, [r])
+            if state[n] == 0: state[n] = 1; path.append(n); todo.append(iter(_firsts(self, n, empty)))
 
 Grammar._setup.append(_check_left_recursion)
 
 # %% ../nbs/3_20_grammar.ipynb #0fdf35aa
+MAX_STACKS = 50_000     # stacks in one state of the matcher (an enum of 20,000 words starts with 20,000)
+MAX_EXPAND = 2_000_000  # stack entries visited to make one state (the setup, or the stacks after one character)
+
+def _too_ambiguous(what, n):
+    return GrammarError(f"the grammar is too ambiguous: {what} more than {n} (the ways to be in the grammar at "
+                        "once; nested optional repetitions like ((x*){0,99}){0,99} multiply them): simplify it")
+
+# %% ../nbs/3_20_grammar.ipynb #deb1fc4c
 def _after(self: Grammar, pos):
     "The stack entry for position `pos`: () at the end of an alternative (nothing left there), else (pos,)."
     return () if self.kind[pos] in (END, ALT) else (pos,)
 
-def _expand(self: Grammar, stack, out: set):
+def _expand(self: Grammar, stack, out: set, budget: list):
     "Add to `out` every stack `stack` expands to, each with a character element (or nothing) on top."
     todo, seen = [stack], set()
     while todo:
         st = todo.pop()
         if st in seen: continue
         seen.add(st)
-        if not st or self.kind[st[-1]] != RULE_REF: out.add(st); continue
+        budget[0] -= len(st) + 1                  # the work (and memory) of a stack is its length
+        if budget[0] < 0: raise _too_ambiguous("making one state visits", f"{MAX_EXPAND:,} stack entries")
+        if not st or self.kind[st[-1]] != RULE_REF:
+            out.add(st)
+            if len(out) > MAX_STACKS: raise _too_ambiguous("one state holds", f"{MAX_STACKS:,} stacks")
+            continue
         pos = st[-1]
         back = st[:-1] + self._after(pos + 1)
         for alt in self.alts[self.value[pos]]: todo.append(back + self._after(alt))
 
 def initial_stacks(self: Grammar) -> frozenset:
     "The stacks before any text: every alternative of `root`, expanded."
-    out = set()
-    for alt in self.alts[self.root]: self._expand(self._after(alt), out)
+    out, budget = set(), [MAX_EXPAND]
+    for alt in self.alts[self.root]: self._expand(self._after(alt), out, budget)
     return frozenset(out)
 
 Grammar._after, Grammar._expand, Grammar.initial_stacks = _after, _expand, initial_stacks
@@ -369,11 +387,11 @@ def _match_char(self: Grammar, pos, cp):
 
 def advance(self: Grammar, stacks, cp: int) -> frozenset:
     "The stacks after reading code point `cp` (empty: `cp` is not allowed here)."
-    out = set()
+    out, budget = set(), [MAX_EXPAND]
     for st in stacks:
         if not st: continue
         ok, after = self._match_char(st[-1], cp)
-        if ok: self._expand(st[:-1] + self._after(after), out)
+        if ok: self._expand(st[:-1] + self._after(after), out, budget)
     return frozenset(out)
 
 Grammar._match_char, Grammar.advance = _match_char, advance
@@ -421,6 +439,7 @@ def _init_matcher(self: Grammar):
     self.end_ok = np.zeros(64, np.bool_)                # may a token end in this state?
     self.eog_ok = np.zeros(64, np.bool_)                # may generation end here (some stack is empty)?
     self._masks = {}                                    # (vocabulary trie, state) -> allowed tokens
+    self._lock = threading.Lock()                       # new states are made by one thread at a time (a server shares grammars)
     self.start_state = self._state_id(self.initial_stacks(), 0, 0)
 
 def _state_id(self: Grammar, stacks, value, n_remain):
@@ -457,7 +476,10 @@ def _compute_step(self: Grammar, sid, b):
 def step(self: Grammar, sid: int, b: int) -> int:
     "The state after byte `b` from state `sid` (REJECT if the grammar does not allow it)."
     nxt = int(self.table[sid, b])
-    if nxt == UNKNOWN: nxt = self.table[sid, b] = self._compute_step(sid, b)
+    if nxt == UNKNOWN:
+        with self._lock:
+            nxt = int(self.table[sid, b])
+            if nxt == UNKNOWN: nxt = self.table[sid, b] = self._compute_step(sid, b)
     return nxt
 
 def step_bytes(self: Grammar, sid: int, data: bytes) -> int:
@@ -609,20 +631,29 @@ JSON_GRAMMAR = "root ::= value\n" + JSON_RULES            # any JSON value
 JSON_OBJECT_GRAMMAR = "root ::= object\n" + JSON_RULES    # any JSON object: OpenAI's {"type": "json_object"}
 
 # %% ../nbs/3_20_grammar.ipynb #4280641e
-_ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
-                "readOnly", "writeOnly", "strict"}
-_KNOWN = {"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "enum", "const",
-          "anyOf", "oneOf", "$ref", "$defs", "definitions", "minLength", "maxLength"} | _ANNOTATIONS
+FORMAT_RULES = {
+    "date": '[0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])',
+    "time": '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,9})? '
+            '("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])',
+    "date-time": 'format-date "T" format-time',
+    "uuid": '[0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12}'}
+
+# %% ../nbs/3_20_grammar.ipynb #fe5a63b5
+_IGNORED = {"title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
+            "readOnly", "writeOnly", "strict", "uniqueItems"}
+_KNOWN = {"type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
+          "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength",
+          "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} | _IGNORED
 
 def _literal(value) -> str:
     "A GBNF literal matching the JSON text of `value` exactly."
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") + '"'
 
-# %% ../nbs/3_20_grammar.ipynb #fe5a63b5
+# %% ../nbs/3_20_grammar.ipynb #841a92ee
 class _SchemaConverter:
     def __init__(self, root):
-        self.root, self.rules, self.refs = root, {}, {}
+        self.root, self.rules, self.refs, self.depth = root, {}, {}, 0
 
     def rule(self, name, body):
         "Add rule `name ::= body` (a fresh name if taken by a different body); return its name."
@@ -644,7 +675,7 @@ class _SchemaConverter:
             node = node[part]
         return node
 
-# %% ../nbs/3_20_grammar.ipynb #841a92ee
+# %% ../nbs/3_20_grammar.ipynb #89dd92f8
 def _visit(self: _SchemaConverter, schema, name, path) -> str:
     "The name of a rule (or a GBNF expression) for the JSON values `schema` allows."
     if schema is True or schema == {}: return "value"
@@ -652,36 +683,303 @@ def _visit(self: _SchemaConverter, schema, name, path) -> str:
     unknown = sorted(set(schema) - _KNOWN)
     if unknown: self.fail(path, f"unsupported keyword(s) {', '.join(map(repr, unknown))}: the output could not be "
                                 "guaranteed to validate; remove them or describe the value with the supported ones")
-    if "$ref" in schema:
-        ref = schema["$ref"]
-        if ref not in self.refs:
-            self.refs[ref] = self.rule("ref-" + ref.split("/")[-1], "")       # placeholder first: recursion is fine
-            self.rules[self.refs[ref]] = self.visit(self.resolve(ref, path), ref.split("/")[-1], ref)
-        return self.refs[ref]
-    if "const" in schema: return self.rule(name + "-const", _literal(schema["const"]) + " space")
-    if "enum" in schema:
-        if not isinstance(schema["enum"], list) or not schema["enum"]: self.fail(path, "enum must be a non-empty list")
-        return self.rule(name, "(" + " | ".join(_literal(v) for v in schema["enum"]) + ") space")
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            opts = schema[key]
-            if not isinstance(opts, list) or not opts: self.fail(path, f"{key} must be a non-empty list")
-            return self.rule(name, " | ".join(self.visit(s, f"{name}-{i}", f"{path}/{key}/{i}") for i, s in enumerate(opts)))
-    t = schema.get("type")
-    if isinstance(t, list):
-        if not t: self.fail(path, "type is an empty list")
-        return self.rule(name, " | ".join(self.visit({**schema, "type": x}, f"{name}-{x}", path) for x in t))
-    if t is None: t = "object" if "properties" in schema else "array" if "items" in schema else None
-    if t is None: return "value"
-    if t in ("boolean", "null", "integer", "number"): return t
+    if self.depth >= MAX_NESTING: self.fail(path, f"schemas are nested more than {MAX_NESTING} deep")
+    self.depth += 1
+    try:
+        if "$ref" in schema:
+            ref = schema["$ref"]
+            if ref not in self.refs:
+                self.refs[ref] = self.rule("ref-" + str(ref).split("/")[-1], "")   # placeholder first: recursion is fine
+                self.rules[self.refs[ref]] = self.visit(self.resolve(ref, path), str(ref).split("/")[-1], ref)
+            return self.refs[ref]
+        if "const" in schema: return self.rule(name + "-const", _literal(schema["const"]) + " space")
+        if "enum" in schema:
+            if not isinstance(schema["enum"], list) or not schema["enum"]: self.fail(path, "enum must be a non-empty list")
+            return self.rule(name, "(" + " | ".join(_literal(v) for v in schema["enum"]) + ") space")
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                opts = schema[key]
+                if not isinstance(opts, list) or not opts: self.fail(path, f"{key} must be a non-empty list")
+                return self.rule(name, " | ".join(self.visit(s, f"{name}-{i}", f"{path}/{key}/{i}") for i, s in enumerate(opts)))
+        if "allOf" in schema:
+            opts = schema["allOf"]
+            if not isinstance(opts, list) or len(opts) != 1 or set(schema) - _IGNORED - {"allOf"}:
+                self.fail(path, "'allOf' is supported with one schema and nothing else beside it")
+            return self.visit(opts[0], name, path + "/allOf/0")
+        t = schema.get("type")
+        if isinstance(t, list):
+            if not t: self.fail(path, "type is an empty list")
+            return self.rule(name, " | ".join(self.visit({**schema, "type": x}, f"{name}-{x}", path) for x in t))
+        return self.visit_type(schema, t, name, path)
+    finally: self.depth -= 1
+
+_SchemaConverter.visit = _visit
+
+# %% ../nbs/3_20_grammar.ipynb #5ee3c290
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+def _visit_type(self: _SchemaConverter, schema, t, name, path) -> str:
+    if t is None:
+        if "properties" in schema or "additionalProperties" in schema: t = "object"
+        elif "items" in schema or "prefixItems" in schema: t = "array"
+        elif {"pattern", "format", "minLength", "maxLength"} & set(schema): t = "string"
+        elif set(_BOUNDS) & set(schema): self.fail(path, "a numeric bound without a type: add \"type\": \"integer\" or \"number\"")
+        else: return "value"
+    if t in ("boolean", "null"): return t
+    if t in ("integer", "number"): return self.numeric(schema, t, name, path)
     if t == "string": return self.string(schema, name, path)
     if t == "array": return self.array(schema, name, path)
     if t == "object": return self.object(schema, name, path)
     self.fail(path, f"unknown type {t!r} (expecting string, number, integer, boolean, null, array or object)")
 
-_SchemaConverter.visit = _visit
+_SchemaConverter.visit_type = _visit_type
 
-# %% ../nbs/3_20_grammar.ipynb #89dd92f8
+# %% ../nbs/3_20_grammar.ipynb #f4dac9c3
+def _same_length(lo: str, hi: str) -> str:
+    "GBNF for the digit strings of len(lo) == len(hi) digits from `lo` to `hi` (lo <= hi)."
+    if lo == hi: return f'"{lo}"' if lo else ""
+    if lo[0] == hi[0]: return f'"{lo[0]}" ({_same_length(lo[1:], hi[1:])})'
+    n, alts = len(lo) - 1, []
+    lo_zeros, hi_nines = lo[1:] == "0" * n, hi[1:] == "9" * n
+    a, b = int(lo[0]) + (not lo_zeros), int(hi[0]) - (not hi_nines)
+    if not lo_zeros: alts.append(f'"{lo[0]}" ({_same_length(lo[1:], "9" * n)})')
+    if a <= b: alts.append(f"[{a}-{b}]" + (f" [0-9]{{{n}}}" if n else ""))
+    if not hi_nines: alts.append(f'"{hi[0]}" ({_same_length("0" * n, hi[1:])})')
+    return " | ".join(alts)
+
+def _natural_range(lo: int, hi) -> str:
+    "GBNF for the whole numbers from `lo` to `hi` (None: up to 16 digits, as JSON_RULES' integers), no leading zeros."
+    top = max(16, len(str(lo))) if hi is None else len(str(hi))
+    alts = []
+    for n in range(len(str(lo)), top + 1):
+        a, b = max(lo, 10 ** (n - 1) if n > 1 else 0), 10 ** n - 1 if hi is None else min(hi, 10 ** n - 1)
+        if a <= b: alts.append(f"({_same_length(str(a), str(b))})")
+    return "(" + " | ".join(alts) + ")"
+
+# %% ../nbs/3_20_grammar.ipynb #c9fb3ed4
+def _integer_range(lo, hi) -> str:
+    "GBNF for the integers from `lo` to `hi` (either may be None: no bound)."
+    alts = []
+    if hi is None or hi >= 0: alts.append(_natural_range(max(lo, 0) if lo is not None else 0, hi))
+    if lo is None or lo < 0: alts.append('"-" ' + _natural_range(max(-hi, 1) if hi is not None else 1, None if lo is None else -lo))
+    return "(" + " | ".join(alts) + ")"
+
+print(_integer_range(456, None)[:160] + " ...")
+
+# %% ../nbs/3_20_grammar.ipynb #7fcb2535
+def _bounds(self: _SchemaConverter, schema, path):
+    "(lo, lo_open, hi, hi_open) from the four bound keywords; None where there is no bound."
+    def num(k):
+        v = schema.get(k)
+        if v is None or isinstance(v, bool): return None
+        if not isinstance(v, (int, float)) or v != v or abs(v) == float("inf"): self.fail(path, f"{k} must be a number, got {v!r}")
+        return v
+    lo, hi = num("minimum"), num("maximum")
+    lo_open, hi_open = schema.get("exclusiveMinimum") is True, schema.get("exclusiveMaximum") is True   # old drafts
+    e = num("exclusiveMinimum")
+    if e is not None and (lo is None or e >= lo): lo, lo_open = e, True
+    e = num("exclusiveMaximum")
+    if e is not None and (hi is None or e <= hi): hi, hi_open = e, True
+    return lo, lo_open, hi, hi_open
+
+_SchemaConverter.bounds = _bounds
+
+# %% ../nbs/3_20_grammar.ipynb #23035e5b
+_FRAC, _ZEROS, _NONZERO = '("." [0-9]{1,16})?', '("." [0]{1,16})?', '"." [0]{0,15} [1-9] [0-9]{0,15}'
+
+def _magnitude(a: int, a_open: bool, b, b_open: bool):
+    "GBNF for the numbers >= 0 between `a` and `b` (None: no upper bound), or None if there are none."
+    if b is not None and a >= b: return f'("{a}" {_ZEROS})' if a == b and not (a_open or b_open) else None
+    alts = [f"{_natural_range(a + 1, b if b is None else b - 1)} {_FRAC}"] if b is None or a + 1 <= b - 1 else []
+    alts.append(f'"{a}" ' + (_NONZERO if a_open else _FRAC))
+    if b is not None and not b_open: alts.append(f'"{b}" {_ZEROS}')
+    return "(" + " | ".join(f"({x})" for x in alts) + ")"
+
+def _number_range(lo, lo_open, hi, hi_open):
+    "GBNF for the JSON numbers between whole-number bounds (None: no bound), or None if there are none."
+    pos = neg = None
+    if hi is None or hi > 0 or (hi == 0 and not hi_open):
+        pos = _magnitude(lo if lo is not None and lo > 0 else 0, bool(lo_open and lo is not None and lo >= 0), hi, hi_open)
+    if lo is None or lo < 0:
+        a, a_open = (0, True) if hi is None or hi >= 0 else (-hi, hi_open)
+        neg = _magnitude(a, a_open, None if lo is None else -lo, lo_open)
+    alts = [x for x in (pos, None if neg is None else '"-" ' + neg) if x]
+    return "(" + " | ".join(alts) + ")" if alts else None
+
+# %% ../nbs/3_20_grammar.ipynb #70d6b221
+def _numeric(self: _SchemaConverter, schema, t, name, path):
+    lo, lo_open, hi, hi_open = self.bounds(schema, path)
+    if lo is None and hi is None: return t
+    if t == "integer":
+        lo = None if lo is None else math.floor(lo) + 1 if lo_open else math.ceil(lo)
+        hi = None if hi is None else math.ceil(hi) - 1 if hi_open else math.floor(hi)
+        if lo is not None and hi is not None and lo > hi: self.fail(path, "no integer lies between the bounds")
+        return self.rule(name, f"{_integer_range(lo, hi)} space")
+    for k in _BOUNDS:
+        v = schema.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v != int(v):
+            self.fail(path, f"{k} {v!r}: bounds on numbers must be whole numbers (give a whole bound, or an integer type)")
+    body = _number_range(None if lo is None else int(lo), lo_open, None if hi is None else int(hi), hi_open)
+    if body is None: self.fail(path, "no number lies between the bounds")
+    return self.rule(name, f"{body} space")
+
+_SchemaConverter.numeric = _numeric
+
+# %% ../nbs/3_20_grammar.ipynb #bc6d9c2e
+_MAX_CP = 0x10FFFF
+_JSON_ESCAPED = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x7F)]   # written escaped in JSON strings
+_LINE_ENDS = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]              # what `.` does not match
+_CLASS_ESCAPES = {"d": [(48, 57)], "w": [(48, 57), (65, 90), (95, 95), (97, 122)],
+                  "s": [(9, 13), (32, 32), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+                        (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)]}
+_CHAR_ESCAPES = {"n": 10, "r": 13, "t": 9, "f": 12, "v": 11, "0": 0}
+
+def _merged(ranges):
+    out = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1: out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else: out.append((lo, hi))
+    return out
+
+def _complement(ranges):
+    out, nxt = [], 0
+    for lo, hi in _merged(ranges):
+        if lo > nxt: out.append((nxt, lo - 1))
+        nxt = hi + 1
+    return out + ([(nxt, _MAX_CP)] if nxt <= _MAX_CP else [])
+
+def _intersect(a, b): return _complement(_complement(a) + _complement(b))
+
+# %% ../nbs/3_20_grammar.ipynb #cf3d099b
+def _cp(c): return f"\\x{c:02X}" if c < 0x100 else f"\\u{c:04X}" if c < 0x10000 else f"\\U{c:08X}"
+
+def _json_chars(ranges) -> str:
+    "GBNF for the JSON string text of one character from the set `ranges`."
+    raw = _intersect(ranges, _complement(_JSON_ESCAPED))
+    alts = ["[" + "".join(_cp(lo) if lo == hi else f"{_cp(lo)}-{_cp(hi)}" for lo, hi in raw) + "]"] if raw else []
+    for lo, hi in _intersect(ranges, _JSON_ESCAPED):
+        for c in range(lo, hi + 1):
+            alts.append('"' + json.dumps(chr(c))[1:-1].replace("\\", "\\\\").replace('"', '\\"') + '"')
+    if not alts: raise GrammarError("a character class that matches nothing")
+    return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
+
+print(_json_chars([(ord("a"), ord("c")), (ord('"'), ord('"'))]))
+
+# %% ../nbs/3_20_grammar.ipynb #0ebbbecf
+class _Regex:
+    "A regular expression (JSON Schema's `pattern`) read into GBNF for the JSON text of the strings it matches."
+    def __init__(self, src, fail): self.src, self.i, self.fail, self.depth, self.top_alts = src, 0, fail, 0, 1
+    def peek(self, k=0): return self.src[self.i + k] if self.i + k < len(self.src) else None
+
+    def alternation(self):
+        alts = [self.sequence()]
+        while self.peek() == "|": self.i += 1; alts.append(self.sequence())
+        if self.depth == 0: self.top_alts = len(alts)
+        return " | ".join(a or "()" for a in alts)
+
+    def sequence(self):
+        items = []
+        while self.peek() is not None and self.peek() not in "|)": items.append(self.quantified(self.atom()))
+        return " ".join(items)
+
+    def quantified(self, atom):
+        c, m = self.peek(), re.match(r"\{(\d+)(,(\d*))?\}", self.src[self.i:])
+        if c not in ("*", "+", "?") and not (c == "{" and m): return atom
+        if m: lo, hi, self.i = int(m[1]), (int(m[3]) if m[3] else None) if m[2] else int(m[1]), self.i + len(m[0])
+        else: (lo, hi), self.i = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c], self.i + 1
+        if self.peek() == "?": self.i += 1                     # lazy: the same strings
+        if max(lo, hi or 0) > MAX_REPEAT: self.fail(f"repetition counts are limited to {MAX_REPEAT}")
+        if hi is not None and hi < lo: self.fail(f"repetition {{{lo},{hi}}} has max < min")
+        return f"({atom})" + ("*" if (lo, hi) == (0, None) else "+" if (lo, hi) == (1, None) else
+                              "?" if (lo, hi) == (0, 1) else f"{{{lo},{'' if hi is None else hi}}}")
+
+# %% ../nbs/3_20_grammar.ipynb #11d7432f
+def _atom(self: _Regex):
+    c = self.src[self.i]; self.i += 1
+    if c == "(":
+        if self.src.startswith("?:", self.i): self.i += 2
+        elif re.match(r"\?P?<[A-Za-z_]", self.src[self.i:]): self.i = self.src.index(">", self.i) + 1
+        elif c == "(" and self.peek() == "?": self.fail("look-arounds and other (?...) groups have no grammar equivalent")
+        if self.depth >= MAX_NESTING // 2: self.fail(f"groups nested more than {MAX_NESTING // 2} deep")
+        self.depth += 1
+        body = self.alternation()
+        self.depth -= 1
+        if self.peek() != ")": self.fail("a '(' is not closed")
+        self.i += 1
+        return f"({body})" if body else "()"
+    if c == "[": return self.char_class()
+    if c == ".": return _json_chars(_complement(_LINE_ENDS))
+    if c == "\\":
+        got = self.escape(in_class=False)
+        return _json_chars(got if isinstance(got, list) else [(got, got)])
+    if c in "^$": self.fail(f"the anchor {c!r} is only supported at the start (^) or the end ($) of the pattern")
+    if c in "*+?" or (c == "{" and re.match(r"\{\d+(,\d*)?\}", self.src[self.i - 1:])): self.fail(f"{c!r} has nothing to repeat")
+    if c == ")": self.fail("a ')' without its '('")
+    return _json_chars([(ord(c), ord(c))])
+
+_Regex.atom = _atom
+
+# %% ../nbs/3_20_grammar.ipynb #5e37e089
+def _escape(self: _Regex, in_class: bool):
+    "The escape after a backslash: a code point, or a list of ranges for \\d \\w \\s and their negations."
+    c = self.peek()
+    if c is None: self.fail("a backslash at the end of the pattern")
+    self.i += 1
+    if c.lower() in _CLASS_ESCAPES:
+        r = _CLASS_ESCAPES[c.lower()]
+        return _complement(r) if c.isupper() else r
+    if c in _CHAR_ESCAPES and not (c == "0" and (self.peek() or "").isdigit()): return _CHAR_ESCAPES[c]
+    if c == "b" and in_class: return 8
+    if c in "xu":
+        n = 2 if c == "x" else 4
+        digits = self.src[self.i:self.i + n]
+        if len(digits) != n or not all(d in "0123456789abcdefABCDEF" for d in digits): self.fail(f"\\{c} needs {n} hex digits")
+        self.i += n
+        return int(digits, 16)
+    if c in "bB": self.fail("word boundaries (\\b, \\B) have no grammar equivalent")
+    if c.isdigit(): self.fail("back-references (\\1 ...) have no grammar equivalent")
+    if c.isalnum(): self.fail(f"the escape \\{c} is not supported (\\p{{...}} classes and the like)")
+    return ord(c)
+
+def _char_class(self: _Regex):
+    negate = self.peek() == "^"
+    self.i += negate
+    ranges = []
+    while self.peek() != "]":
+        if self.peek() is None: self.fail("a '[' is not closed")
+        c = self.src[self.i]; self.i += 1
+        lo = self.escape(in_class=True) if c == "\\" else ord(c)
+        if isinstance(lo, list): ranges += lo; continue
+        hi = lo
+        if self.peek() == "-" and self.peek(1) not in (None, "]"):
+            self.i += 1
+            c = self.src[self.i]; self.i += 1
+            hi = self.escape(in_class=True) if c == "\\" else ord(c)
+            if isinstance(hi, list) or hi < lo: self.fail("a range in a class that goes backwards or ends in a set")
+        ranges.append((lo, hi))
+    self.i += 1
+    ranges = _complement(ranges) if negate else _merged(ranges)
+    if not ranges: self.fail("a character class that matches nothing")
+    return _json_chars(ranges)
+
+_Regex.escape, _Regex.char_class = _escape, _char_class
+
+# %% ../nbs/3_20_grammar.ipynb #c6df99e4
+def _pattern(self: _SchemaConverter, pattern, name, path):
+    if not isinstance(pattern, str): self.fail(path, f"pattern must be a string, got {pattern!r}")
+    start = pattern.startswith("^")
+    slashes = len(pattern[:-1]) - len(pattern[:-1].rstrip("\\"))     # backslashes before the last character
+    end = pattern.endswith("$") and slashes % 2 == 0 and len(pattern) > start
+    body = pattern[int(start):len(pattern) - int(end)]
+    rx = _Regex(body, lambda msg: self.fail(path, f"pattern {pattern!r}: {msg}"))
+    expr = rx.alternation()
+    if rx.i < len(body): rx.fail("a ')' without its '('")
+    if rx.top_alts > 1 and (start or end): rx.fail("'|' at the top with an anchor: write ^(a|b)$ for 'a or b'")
+    return self.rule(name, '"\\"" ' + ("" if start else "char* ") + f"({expr or '()'}) " + ("" if end else "char* ") + '"\\"" space')
+
+_SchemaConverter.pattern = _pattern
+
+# %% ../nbs/3_20_grammar.ipynb #587fe803
 def _count(schema, lo_key, hi_key, path, conv):
     lo, hi = schema.get(lo_key, 0), schema.get(hi_key)
     for k, v in ((lo_key, lo), (hi_key, hi)):
@@ -694,20 +992,65 @@ def _reps(lo, hi): return f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
 
 def _string(self: _SchemaConverter, schema, name, path):
     lo, hi = _count(schema, "minLength", "maxLength", path, self)
+    fmt = schema.get("format")
+    fmt = "uuid" if isinstance(fmt, str) and re.fullmatch(r"uuid[1-5]?", fmt) else fmt
+    special = "pattern" if "pattern" in schema else "format" if fmt in FORMAT_RULES else None
+    if special and (lo, hi) != (0, None): self.fail(path, f"minLength/maxLength beside {special!r} are not supported")
+    if special == "pattern": return self.pattern(schema["pattern"], name, path)
+    if special == "format":
+        for f in (["date", "time"] if fmt == "date-time" else []) + [fmt]: self.rules[f"format-{f}"] = FORMAT_RULES[f]
+        return self.rule(name, f'"\\"" format-{fmt} "\\"" space')
     if lo == 0 and hi is None: return "string"
     return self.rule(name, f'"\\"" char{_reps(lo, hi)} "\\"" space')
 
+_SchemaConverter.string = _string
+
+# %% ../nbs/3_20_grammar.ipynb #a65b6d31
 def _array(self: _SchemaConverter, schema, name, path):
-    item = self.visit(schema.get("items", True), name + "-item", path + "/items")
     lo, hi = _count(schema, "minItems", "maxItems", path, self)
-    if hi == 0: return self.rule(name, '"[" space "]" space')
-    more = f'("," space {item}){_reps(max(lo - 1, 0), None if hi is None else hi - 1)}'
-    items = f"{item} {more}" if lo > 0 else f"({item} {more})?"
-    return self.rule(name, f'"[" space {items} "]" space')
+    items, prefix = schema.get("items", True), schema.get("prefixItems")
+    if isinstance(items, list): prefix, items = items, False
+    if prefix is None:
+        item = self.visit(items, name + "-item", path + "/items")
+        if hi == 0: return self.rule(name, '"[" space "]" space')
+        more = f'("," space {item}){_reps(max(lo - 1, 0), None if hi is None else hi - 1)}'
+        return self.rule(name, '"[" space ' + (f"{item} {more}" if lo > 0 else f"({item} {more})?") + ' "]" space')
+    if not isinstance(prefix, list) or not prefix: self.fail(path, "prefixItems must be a non-empty list of schemas")
+    parts = [self.visit(s, f"{name}-{i}", f"{path}/prefixItems/{i}") for i, s in enumerate(prefix)]
+    n, body = len(parts), ' "," space '.join(parts)
+    if items is False or "items" not in schema and "prefixItems" in schema:
+        if not lo <= n <= (n if hi is None else hi): self.fail(path, f"minItems/maxItems exclude the tuple's {n} items")
+    else:
+        if hi is not None and hi < n: self.fail(path, f"maxItems {hi} is less than the tuple's {n} items")
+        item = self.visit(items, name + "-item", path + "/items")
+        body += f' ("," space {item}){_reps(max(lo - n, 0), None if hi is None else hi - n)}'
+    return self.rule(name, f'"[" space {body} "]" space')
 
-_SchemaConverter.string, _SchemaConverter.array = _string, _array
+_SchemaConverter.array = _array
 
-# %% ../nbs/3_20_grammar.ipynb #5ee3c290
+# %% ../nbs/3_20_grammar.ipynb #7aa9f112
+_PLAIN = '[^"\\\\\\x7F\\x00-\\x1F]'      # a character JSON writes as it is
+
+def _key_not_in(self: _SchemaConverter, names, name):
+    "A rule for the JSON text of a key, written without escapes, that is none of `names`."
+    trie = {}
+    for k in names:
+        if len(k) > 256: self.fail("#", f"property names beside additionalProperties are limited to 256 characters")
+        if all(c.isprintable() and c not in '"\\' for c in k):
+            node = trie
+            for c in k: node = node.setdefault(c, {})
+            node[""] = {}                                      # a name ends here
+    def walk(node, rname):
+        kids = sorted(c for c in node if c)
+        alts = [] if "" in node else ["()"]
+        alts += [f"[{_cp(ord(c))}] {walk(node[c], rname + '-' + str(i))}" for i, c in enumerate(kids)]
+        alts.append(f'[^"\\\\\\x7F\\x00-\\x1F{"".join(_cp(ord(c)) for c in kids)}] {_PLAIN}*')
+        return self.rule(rname, " | ".join(alts))
+    return self.rule(name, f'"\\"" {walk(trie, name + "-k")} "\\"" space')
+
+_SchemaConverter.key_not_in = _key_not_in
+
+# %% ../nbs/3_20_grammar.ipynb #3f7cc38d
 def _object(self: _SchemaConverter, schema, name, path):
     props, required = schema.get("properties", {}), schema.get("required", [])
     if not isinstance(props, dict): self.fail(path, "properties must be an object")
@@ -724,7 +1067,8 @@ def _object(self: _SchemaConverter, schema, name, path):
     tail = ""
     if extra is not None:
         val = self.visit(extra, name + "-extra", path + "/additionalProperties")
-        tail = self.rule(f"{name}-extra-kv", f'string ":" space {val}')
+        key = self.key_not_in(list(props), name + "-extra-key") if props else "string"
+        tail = self.rule(f"{name}-extra-kv", f'{key} ":" space {val}')
     rest = f'("," space {tail})*' if tail else ""                     # after the listed members
     first = f"({tail} {rest})?" if tail else ""                          # nothing written yet, nothing listed left
     for kv, req in zip(reversed(members), reversed(need)):
@@ -736,18 +1080,18 @@ def _object(self: _SchemaConverter, schema, name, path):
 
 _SchemaConverter.object = _object
 
-# %% ../nbs/3_20_grammar.ipynb #f4dac9c3
+# %% ../nbs/3_20_grammar.ipynb #7b0ea535
 def json_schema_to_grammar(schema) -> str:
     "GBNF text for the JSON values `schema` (a dict, or its JSON text) allows; {} is any JSON value."
     if isinstance(schema, (str, bytes)):
         try: schema = json.loads(schema)
+        except RecursionError: raise GrammarError(f"the JSON Schema is nested too deeply") from None
         except ValueError as e: raise GrammarError(f"the JSON Schema is not valid JSON: {e}") from None
     if schema is not True and not isinstance(schema, dict):
         raise GrammarError(f"a JSON Schema is an object (a dict), got {type(schema).__name__}")
     conv = _SchemaConverter(schema)
     top = conv.visit(schema, "root-value", "#")
-    rules = {k: v for k, v in conv.rules.items()}
-    return "\n".join([f"root ::= {top}"] + [f"{k} ::= {v}" for k, v in rules.items()] + [JSON_RULES])
+    return "\n".join([f"root ::= {top}"] + [f"{k} ::= {v}" for k, v in conv.rules.items()] + [JSON_RULES])
 
 # %% ../nbs/3_20_grammar.ipynb #f18c9429
 @lru_cache(maxsize=32)
@@ -761,7 +1105,8 @@ def as_grammar(grammar=None, json_schema=None) -> Grammar | None:
         if not isinstance(grammar, str): raise GrammarError(f"grammar must be GBNF text or a Grammar, got {type(grammar).__name__}")
         return _compiled(grammar)
     if json_schema is not None:
-        text = json_schema if isinstance(json_schema, str) else json.dumps(json_schema)   # keys keep their order
+        try: text = json_schema if isinstance(json_schema, str) else json.dumps(json_schema)   # keys keep their order
+        except RecursionError: raise GrammarError("the JSON Schema is nested too deeply") from None
         return _compiled(json_schema_to_grammar(text))
     return None
 

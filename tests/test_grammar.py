@@ -31,7 +31,8 @@ except ImportError: jsonschema = None
     ('root ::= "a"{1,100000}', "line 1, column 13", "limited"),
     ('root ::= "a" "b" )', "line 1, column 18", "unexpected character"),
     ('root ::= e\ne ::= e "+" "1" | "1"', None, "left recursion"),
-    ('root ::= ("a"?)*', None, "left recursion"),
+    ('root ::= "a" | root "a"', None, "left recursion"),
+    ('root ::= <[10]> "a"', "line 1, column 10", "token syntax"),
 ])
 def test_parser_errors_name_the_place(text, where, what):
     with pytest.raises(GrammarError) as e: Grammar(text)
@@ -117,8 +118,15 @@ def test_schema_grammar_accepts_what_validates(schema, yes, no):
     for t in no: assert not g.accepts_text(t), t
 
 @pytest.mark.parametrize("schema, what", [
-    ({"type": "string", "pattern": "^a"}, "'pattern'"),
-    ({"type": "integer", "minimum": 0, "maximum": 9}, "'maximum', 'minimum'"),
+    ({"type": "string", "pattern": "^a(?=b)"}, "look-arounds"),
+    ({"type": "string", "pattern": "^(a)\\1$"}, "back-references"),
+    ({"type": "string", "pattern": "^a|b$"}, "'|' at the top"),
+    ({"type": "string", "pattern": "^a$", "maxLength": 3}, "beside 'pattern'"),
+    ({"type": "number", "minimum": 0.5}, "minimum 0.5"),
+    ({"minimum": 0}, "without a type"),
+    ({"type": "integer", "minimum": 5, "maximum": 4}, "no integer"),
+    ({"type": "string", "not": {"const": "a"}}, "'not'"),
+    ({"allOf": [{"type": "integer"}, {"minimum": 1}]}, "'allOf'"),
     ({"type": "thing"}, "unknown type"),
     ({"$ref": "#/$defs/Missing"}, "points at nothing"),
     ({"$ref": "http://x/schema"}, "only local $ref"),
@@ -128,7 +136,7 @@ def test_schema_grammar_accepts_what_validates(schema, yes, no):
     ({"enum": []}, "non-empty"),
     ([1], "an object"),
     ('{"type": ', "not valid JSON"),
-    ({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}}, "#/properties/a"),
+    ({"type": "object", "properties": {"a": {"type": "string", "pattern": "^\\p{L}$"}}}, "#/properties/a"),
 ])
 def test_unsupported_schemas_are_refused_by_name(schema, what):
     with pytest.raises(GrammarError) as e: json_schema_to_grammar(schema)
