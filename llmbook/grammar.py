@@ -4,14 +4,13 @@
 
 # %% auto #0
 __all__ = ['END', 'ALT', 'RULE_REF', 'CHAR', 'CHAR_NOT', 'CHAR_RNG_UPPER', 'CHAR_ALT', 'CHAR_ANY', 'KIND_NAMES', 'MAX_REPEAT',
-           'MAX_NESTING', 'MAX_ELEMENTS', 'MAX_STACKS', 'MAX_EXPAND', 'REJECT', 'UNKNOWN', 'MASK_CACHE', 'JSON_RULES',
-           'JSON_GRAMMAR', 'JSON_OBJECT_GRAMMAR', 'FORMAT_RULES', 'GrammarError', 'Grammar', 'rules_text',
-           'initial_stacks', 'advance', 'accepts_text', 'step', 'step_bytes', 'VocabTrie', 'vocab_trie',
+           'MAX_NESTING', 'MAX_ELEMENTS', 'MAX_STACKS', 'MAX_EXPAND', 'REJECT', 'UNKNOWN', 'MAX_STATE_ENTRIES',
+           'MASK_CACHE', 'JSON_RULES', 'JSON_GRAMMAR', 'JSON_OBJECT_GRAMMAR', 'FORMAT_RULES', 'GrammarError', 'Grammar',
+           'rules_text', 'initial_stacks', 'advance', 'accepts_text', 'step', 'step_bytes', 'VocabTrie', 'vocab_trie',
            'allowed_tokens', 'GrammarMatcher', 'json_schema_to_grammar', 'as_grammar', 'constrained_sample']
 
 # %% ../nbs/3_20_grammar.ipynb #afa8d24c
 import json, math, re, threading
-from functools import lru_cache
 from fastcore.basics import patch
 import numpy as np
 import numba
@@ -334,8 +333,8 @@ def _check_left_recursion(self: Grammar):
 Grammar._setup.append(_check_left_recursion)
 
 # %% ../nbs/3_20_grammar.ipynb #0fdf35aa
-MAX_STACKS = 50_000     # stacks in one state of the matcher (an enum of 20,000 words starts with 20,000)
-MAX_EXPAND = 2_000_000  # stack entries visited to make one state (the setup, or the stacks after one character)
+MAX_STACKS = 20_000     # stacks in one state of the matcher (an enum of 15,000 words starts with 15,000)
+MAX_EXPAND = 1_000_000  # stack entries visited to make one state (the setup, or the stacks after one character)
 
 def _too_ambiguous(what, n):
     return GrammarError(f"the grammar is too ambiguous: {what} more than {n} (the ways to be in the grammar at "
@@ -432,6 +431,7 @@ Grammar._match_partial = _match_partial
 
 # %% ../nbs/3_20_grammar.ipynb #27c90df9
 REJECT, UNKNOWN = -1, -2
+MAX_STATE_ENTRIES = 20_000_000   # stack entries in all the states of one grammar (each state's stacks are kept)
 
 def _init_matcher(self: Grammar):
     self._ids, self._states = {}, []
@@ -440,6 +440,7 @@ def _init_matcher(self: Grammar):
     self.eog_ok = np.zeros(64, np.bool_)                # may generation end here (some stack is empty)?
     self._masks = {}                                    # (vocabulary trie, state) -> allowed tokens
     self._lock = threading.Lock()                       # new states are made by one thread at a time (a server shares grammars)
+    self._entries = 0                                   # stack entries held by all the states (MAX_STATE_ENTRIES)
     self.start_state = self._state_id(self.initial_stacks(), 0, 0)
 
 def _state_id(self: Grammar, stacks, value, n_remain):
@@ -447,6 +448,10 @@ def _state_id(self: Grammar, stacks, value, n_remain):
     key = (stacks, value, n_remain)
     sid = self._ids.get(key)
     if sid is not None: return sid
+    self._entries += sum(len(st) + 1 for st in stacks)
+    if self._entries > MAX_STATE_ENTRIES:
+        raise GrammarError(f"the grammar's states hold more than {MAX_STATE_ENTRIES:,} stack entries: the text went "
+                           "too deep into it (thousands of nested brackets?)")
     sid = self._ids[key] = len(self._states)
     self._states.append(key)
     if sid == len(self.end_ok):                          # grow the tables
@@ -756,7 +761,7 @@ def _natural_range(lo: int, hi) -> str:
         if a <= b: alts.append(f"({_same_length(str(a), str(b))})")
     return "(" + " | ".join(alts) + ")"
 
-# %% ../nbs/3_20_grammar.ipynb #c9fb3ed4
+# %% ../nbs/3_20_grammar.ipynb #24b1923a
 def _integer_range(lo, hi) -> str:
     "GBNF for the integers from `lo` to `hi` (either may be None: no bound)."
     alts = []
@@ -764,15 +769,14 @@ def _integer_range(lo, hi) -> str:
     if lo is None or lo < 0: alts.append('"-" ' + _natural_range(max(-hi, 1) if hi is not None else 1, None if lo is None else -lo))
     return "(" + " | ".join(alts) + ")"
 
-print(_integer_range(456, None)[:160] + " ...")
-
 # %% ../nbs/3_20_grammar.ipynb #7fcb2535
 def _bounds(self: _SchemaConverter, schema, path):
     "(lo, lo_open, hi, hi_open) from the four bound keywords; None where there is no bound."
     def num(k):
         v = schema.get(k)
         if v is None or isinstance(v, bool): return None
-        if not isinstance(v, (int, float)) or v != v or abs(v) == float("inf"): self.fail(path, f"{k} must be a number, got {v!r}")
+        if not isinstance(v, (int, float)) or v != v: self.fail(path, f"{k} must be a number, got {v!r}")
+        if abs(v) >= 10 ** 18: self.fail(path, f"{k}: bounds are limited to 18 digits")   # the grammar grows with them
         return v
     lo, hi = num("minimum"), num("maximum")
     lo_open, hi_open = schema.get("exclusiveMinimum") is True, schema.get("exclusiveMaximum") is True   # old drafts
@@ -850,7 +854,7 @@ def _complement(ranges):
 
 def _intersect(a, b): return _complement(_complement(a) + _complement(b))
 
-# %% ../nbs/3_20_grammar.ipynb #cf3d099b
+# %% ../nbs/3_20_grammar.ipynb #087aff20
 def _cp(c): return f"\\x{c:02X}" if c < 0x100 else f"\\u{c:04X}" if c < 0x10000 else f"\\U{c:08X}"
 
 def _json_chars(ranges) -> str:
@@ -862,8 +866,6 @@ def _json_chars(ranges) -> str:
             alts.append('"' + json.dumps(chr(c))[1:-1].replace("\\", "\\\\").replace('"', '\\"') + '"')
     if not alts: raise GrammarError("a character class that matches nothing")
     return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
-
-print(_json_chars([(ord("a"), ord("c")), (ord('"'), ord('"'))]))
 
 # %% ../nbs/3_20_grammar.ipynb #0ebbbecf
 class _Regex:
@@ -1094,8 +1096,14 @@ def json_schema_to_grammar(schema) -> str:
     return "\n".join([f"root ::= {top}"] + [f"{k} ::= {v}" for k, v in conv.rules.items()] + [JSON_RULES])
 
 # %% ../nbs/3_20_grammar.ipynb #f18c9429
-@lru_cache(maxsize=32)
-def _compiled(text: str) -> Grammar: return Grammar(text)
+_KEPT = {}        # text -> Grammar, the one used last at the end
+
+def _compiled(text: str) -> Grammar:
+    g = _KEPT.pop(text, None)
+    if g is None or g._entries > MAX_STATE_ENTRIES // 2: g = Grammar(text)
+    _KEPT[text] = g
+    while len(_KEPT) > 32: _KEPT.pop(next(iter(_KEPT)))
+    return g
 
 def as_grammar(grammar=None, json_schema=None) -> Grammar | None:
     "The `Grammar` for `grammar` (GBNF text or a Grammar) or `json_schema` (dict or JSON text); None if neither."

@@ -125,6 +125,7 @@ def test_schema_grammar_accepts_what_validates(schema, yes, no):
     ({"type": "number", "minimum": 0.5}, "minimum 0.5"),
     ({"minimum": 0}, "without a type"),
     ({"type": "integer", "minimum": 5, "maximum": 4}, "no integer"),
+    ({"type": "integer", "maximum": 10 ** 1000}, "18 digits"),
     ({"type": "string", "not": {"const": "a"}}, "'not'"),
     ({"allOf": [{"type": "integer"}, {"minimum": 1}]}, "'allOf'"),
     ({"type": "thing"}, "unknown type"),
