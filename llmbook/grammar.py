@@ -943,6 +943,9 @@ def _escape(self: _Regex, in_class: bool):
     if c.isalnum(): self.fail(f"the escape \\{c} is not supported (\\p{{...}} classes and the like)")
     return ord(c)
 
+_Regex.escape = _escape
+
+# %% ../nbs/3_20_grammar.ipynb #2d9e485d
 def _char_class(self: _Regex):
     negate = self.peek() == "^"
     self.i += negate
@@ -964,7 +967,7 @@ def _char_class(self: _Regex):
     if not ranges: self.fail("a character class that matches nothing")
     return _json_chars(ranges)
 
-_Regex.escape, _Regex.char_class = _escape, _char_class
+_Regex.char_class = _char_class
 
 # %% ../nbs/3_20_grammar.ipynb #c6df99e4
 def _pattern(self: _SchemaConverter, pattern, name, path):
