@@ -115,8 +115,8 @@ def _model_args(p: argparse.ArgumentParser):
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels: avx2 (integer dot products) or float; "
                         "default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
-    p.add_argument("--cache-type", default="f32", choices=list(CACHE_TYPES),
-                   help="how the KV cache stores keys and values: f32 (default) or f16 (half the memory, as llama.cpp)")
+    p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
+                   help="how the KV cache stores keys and values: f16 (default, as llama.cpp) or f32 (twice the memory)")
 
 # %% ../nbs/3_22_cli.ipynb #027471ff
 def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
@@ -319,8 +319,8 @@ def perplexity_args(p: argparse.ArgumentParser):
                    help="threads for the kernels (default: all cores)")
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels (default auto: the best this CPU has)")
-    p.add_argument("--cache-type", default="f32", choices=list(CACHE_TYPES),
-                   help="how the KV cache stores keys and values: f32 (default) or f16 (half the memory)")
+    p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
+                   help="how the KV cache stores keys and values: f16 (default) or f32 (twice the memory)")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
 
 def _read_text(arg) -> str:
@@ -467,7 +467,7 @@ def _run_convert(args) -> int:
     from llmbook.hf import run_convert      # imported here: needed only to convert
     return run_convert(args)
 
-COMMANDS["serve"] = (_serve_args, _run_serve, "serve a model over OpenAI's HTTP API (chat and completions)")
+COMMANDS["serve"] = (_serve_args, _run_serve, "serve a model over OpenAI's HTTP API (chat, tools, embeddings)")
 COMMANDS["convert"] = (_convert_args, _run_convert, "write a GGUF file from a Hugging Face checkpoint directory")
 
 # %% ../nbs/3_22_cli.ipynb #5c3ef06d

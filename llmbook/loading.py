@@ -11,6 +11,7 @@ from .gguf import GGUFFile
 from .model import default_model_path
 from .generate import LLM
 from .engine import KernelEngine
+from . import moe
 
 # %% ../nbs/3_19_load.ipynb #d3ccbf38
 def model_file(source=None) -> Path:
@@ -25,12 +26,12 @@ def model_file(source=None) -> Path:
 
 # %% ../nbs/3_19_load.ipynb #10f0b28c
 def load(path=None, n_threads: int | None = None, n_ctx: int | None = None, kernels: str | None = None,
-         deterministic: bool | None = None, cache_type: str = "f32") -> LLM:
+         deterministic: bool | None = None, cache_type: str = "f16") -> LLM:
     """Open a model with its tokenizer, on the fast engine of chapter 15. `path`: a GGUF file, None for the embedded
     SmolLM2-135M-Instruct, a Hugging Face checkpoint directory or a hub name `org/repo[:QUANT]` (see `model_file`);
     `n_ctx`: positions of a KV cache; `n_threads`: the kernels' threads (default: the physical cores); `kernels`:
     'avx2' or 'float' forces a kernel set (default: the best this CPU has); `deterministic`: a token's logits are
     the same bits however it is batched (chapter 16; default: where it is free, the integer kernels); `cache_type`:
-    how the KV cache stores keys and values, "f32" or "f16" (half the memory, as llama.cpp; chapter 05)."""
-    return LLM(GGUFFile(model_file(path)), n_ctx, cache_type=cache_type,
+    how the KV cache stores keys and values: "f16" (llama.cpp's default, half the memory of "f32"; chapter 05) or "f32"."""
+    return LLM(GGUFFile(model_file(path)), n_ctx, cache_type=cache_type, families=moe.FAMILIES,
                engine=lambda model: KernelEngine(model, n_threads, kernels, deterministic))

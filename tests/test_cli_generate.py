@@ -181,7 +181,7 @@ def test_generate_grammar_and_json_schema(tiny, tmp_path):
 
 @pytest.mark.parametrize("args, words", [
     (["--grammar", "/nonexistent.gbnf"], ["no such file"]),
-    (["--json-schema", '{"type": "string", "pattern": "a"}'], ["pattern"]),
+    (["--json-schema", '{"type": "string", "pattern": "(?=a)b"}'], ["pattern", "look-around"]),
     (["--json-schema", '{"type": '], ["not valid JSON"]),
     (["--logit-bias", "5"], ["ID=BIAS"]), (["--logit-bias", "x=1"], ["ID=BIAS"]), (["--logit-bias", "5=inf"], ["ID=BIAS"]),
     (["--logit-bias", "99999999=1"], ["outside the vocabulary"]), (["--logprobs", "50"], ["logprobs"]),

@@ -103,7 +103,7 @@ KERNELS = ["float", pytest.param("avx2", marks=pytest.mark.skipif(not HAS_AVX2, 
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("name", ["llama", "llama_untied", "gemma3", "llama_q4"])
 def test_forward_matches_independent_reference(tiny, name, kernels):
-    got = load(tiny[name], kernels=kernels).logits(IDS)
+    got = load(tiny[name], kernels=kernels, cache_type="f32").logits(IDS)   # the reference keeps float32 keys
     ref = reference_logits(tiny[name], IDS)
     assert got.shape == (len(IDS), 100) and got.dtype == np.float32
     if kernels == "float": np.testing.assert_allclose(got, ref, atol=2e-4, rtol=1e-4)
@@ -230,7 +230,9 @@ def test_unknown_architecture_names_supported(tmp_path):
         load(_write(tmp_path, "m.gguf", arch="mamba"))
 
 def test_unsupported_rope_scaling(tmp_path):
-    with pytest.raises(UnsupportedModelError, match="yarn"):
+    with pytest.raises(UnsupportedModelError, match="'su'"):          # an old name llama.cpp no longer reads either
+        load(_write(tmp_path, "s.gguf", extra={"llama.rope.scaling.type": "su"}))
+    with pytest.raises(UnsupportedModelError, match="factor > 1"):     # yarn runs (test_families), with a factor
         load(_write(tmp_path, "y.gguf", extra={"llama.rope.scaling.type": "yarn"}))
 
 def test_linear_rope_scaling_is_read(tmp_path):
@@ -253,7 +255,7 @@ def test_biases_are_applied(tmp_path):
     biases = {f"blk.{l}.{n}.bias": rng.standard_normal(size).astype(np.float32) * 0.5
               for l in range(2) for n, size in (("attn_q", 64), ("attn_k", 32), ("attn_v", 32), ("attn_output", 64), ("ffn_down", 64))}
     path = _write(tmp_path, "bias.gguf", add=biases)
-    m = load(path, kernels="float")       # exact against the reference (the int8 kernels: test_model_fast)
+    m = load(path, kernels="float", cache_type="f32")   # exact against the reference (the int8 kernels: test_model_fast)
     assert set(m.weights.layers[1].biases) == {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_down"}
     np.testing.assert_allclose(m.logits(IDS), reference_logits(path, IDS), atol=2e-4, rtol=1e-4)
     assert np.abs(m.logits(IDS) - load(_write(tmp_path, "nobias.gguf")).logits(IDS)).max() > 1e-2

@@ -34,9 +34,12 @@ def cosine_rows(a, b):
     a, b = a.astype(np.float64), b.astype(np.float64)
     return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
 
-def both(path, kernels="float", **kw):
-    "The model on the kernels (through llmbook.load) and on chapter 06's numpy reference."
-    return load(path, kernels=kernels, **kw), Model(GGUFFile(path), **kw)
+def both(path, kernels="float", cache_type="f32", **kw):
+    """The model on the kernels (through llmbook.load) and on chapter 06's numpy reference, both with a float32 KV
+    cache: the comparison is of the engines' arithmetic. (With f16 caches, a key that differs in its last float32 bit
+    may round to the next f16, a thousand times larger a difference; tests/test_kv_f16.py checks the f16 path.)"""
+    return (load(path, kernels=kernels, cache_type=cache_type, **kw),
+            Model(GGUFFile(path), cache_type=cache_type, **kw))
 
 # weight types with a kernel; the K-quants need rows of 256 values
 SMALL = dict(n_embd=64, n_heads=4, n_kv_heads=2, head_dim=16, n_ff=96)
