@@ -13,7 +13,6 @@ from .generate import LLM, Session, Completion, ChatTemplateError, render_chat, 
 from .quantize import quantize_model, quantize_plan, measure, file_type
 from .loading import load
 from .grammar import Grammar, GrammarError, as_grammar, json_schema_to_grammar
-from . import moe     # the appendix's mixture-of-experts families (qwen3moe): importing it registers them with chapter 06's Model
 
 # Serving and Hugging Face checkpoints are optional parts that `import llmbook` does not load: their names are
 # imported the first time they are used (PEP 562). `llmbook.load` imports the converter itself when it is given a

@@ -25,8 +25,8 @@ from .sampling import Sampler, SamplerSettings
 class LLM(Model):
     """A `Model` (chapter 06) that reads and writes text: its tokenizer (chapter 07) comes from the same file, and
     this chapter adds `generate`, `chat`, `session` and `chat_prompt`."""
-    def __init__(self, gguf: GGUFFile, n_ctx: int | None = None, engine=None, cache_type: str = "f32"):
-        super().__init__(gguf, n_ctx, engine, cache_type)
+    def __init__(self, gguf: GGUFFile, n_ctx: int | None = None, engine=None, cache_type: str = "f32", families=()):
+        super().__init__(gguf, n_ctx, engine, cache_type, families)
         self._tokenizer = Tokenizer.from_gguf(gguf) if "tokenizer.ggml.tokens" in gguf.metadata else None
 
     @property

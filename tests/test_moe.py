@@ -48,7 +48,7 @@ def engine_of(name):
 
 def router_ties(path, ids) -> np.ndarray:
     "Positions where some layer's router has its k-th and (k+1)-th logits within ROUTER_TIE (reference engine)."
-    m = Model(GGUFFile(path), n_ctx=256)
+    m = Model(GGUFFile(path), n_ctx=256, families=moe.FAMILIES)
     trace = []
     for lw in m.weights.layers: lw.moe.trace = trace
     m.logits(ids)
@@ -66,7 +66,7 @@ def test_moe_logits_match_llamacpp(fixture_file, case, wtype, engine):
     "Cosine >= 0.9999 (F16, every position) / 0.999 (Q4_K_M, positions without a router near-tie); top-1 >= 0.98 where llama.cpp's margin >= 0.5."
     fx, path = fixture(case, wtype), fixture_file(case, wtype)
     ids = fx["prompt"] + fx["continuation"]
-    ours = Model(GGUFFile(path), n_ctx=256, engine=engine_of(engine)).logits(ids)
+    ours = Model(GGUFFile(path), n_ctx=256, engine=engine_of(engine), families=moe.FAMILIES).logits(ids)
     ref = np.frombuffer(base64.b64decode(fx["logits_f16"]), np.float16).astype(np.float32).reshape(len(ids), -1)
     cos = (ours * ref).sum(-1) / np.linalg.norm(ours, axis=-1) / np.linalg.norm(ref, axis=-1)
     # F16: every position. Quantized: llama.cpp's 8-bit activations may flip a router near-tie (qwen3moe Q4_K_M: 5
@@ -100,7 +100,7 @@ def q8_file(tmp_path_factory):
 
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_plan_matches_the_numpy_block(q8_file, kernels):
-    mw = Model(GGUFFile(q8_file)).weights.layers[1].moe
+    mw = Model(GGUFFile(q8_file), families=moe.FAMILIES).weights.layers[1].moe
     h = np.random.default_rng(0).standard_normal((7, 256)).astype(np.float32)
     want = mw.forward(h)
     plan = mw.plan(kernels)
@@ -116,7 +116,7 @@ class Refuse:
     matmul = matvec
 
 def test_decode_reads_only_the_chosen_experts(q8_file):
-    mw = Model(GGUFFile(q8_file)).weights.layers[0].moe
+    mw = Model(GGUFFile(q8_file), families=moe.FAMILIES).weights.layers[0].moe
     plan = mw.plan("float")
     x = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
     want = np.empty_like(x); plan(x, want)
@@ -129,7 +129,7 @@ def test_decode_reads_only_the_chosen_experts(q8_file):
     assert np.array_equal(got, want)
 
 def test_prefill_runs_each_chosen_expert_once(q8_file):
-    mw = Model(GGUFFile(q8_file)).weights.layers[0].moe
+    mw = Model(GGUFFile(q8_file), families=moe.FAMILIES).weights.layers[0].moe
     plan = mw.plan("float")
     X = np.random.default_rng(2).standard_normal((20, 256)).astype(np.float32)
     calls = {}
@@ -181,6 +181,23 @@ def test_bad_files_are_refused_at_load(q8_file, tmp_path, change, words):
     bad = rewrite(q8_file, tmp_path / "bad.gguf", **change)
     with pytest.raises(UnsupportedModelError) as e: llmbook.load(bad, n_ctx=32)
     for w in words: assert w in str(e.value), str(e.value)
+
+@pytest.mark.parametrize("case", CASES)
+def test_model_without_families_says_how_to_open_it(fixture_file, case):
+    "Chapter 06's Model runs a mixture of experts only with the families it is given; without, the error says how to open the file."
+    path = fixture_file(case, "F16")
+    with pytest.raises(UnsupportedModelError) as e: Model(GGUFFile(path))
+    for w in ("mixture-of-experts", "load(path)", "families=llmbook.moe.FAMILIES"): assert w in str(e.value), str(e.value)
+    m = Model(GGUFFile(path), families=moe.FAMILIES)
+    assert m.config.experts.n_expert == fixture(case, "F16")["writer"]["n_expert"]
+    with GGUFFile(path) as g:                     # the same file under an architecture no family runs
+        w = GGUFWriter(path.with_name("other_arch.gguf"), arch="gpt-oss")
+        for k, v in g.metadata.items():
+            if k not in w.metadata: w.add(k, v, g.metadata_types[k])
+        for n in g.tensors: w.add_tensor(n, g.qtensor(n))
+        other = w.write()
+    with pytest.raises(UnsupportedModelError, match="'gpt-oss' is not supported; llmbook runs llama, .*qwen3moe"):
+        Model(GGUFFile(other), families=moe.FAMILIES)
 
 # ---------------------------------------------------------------- the CLI and chat
 def test_mixtral_file_is_llama_with_experts(fixture_file):
