@@ -329,7 +329,8 @@ def test_still_serving_after_everything(server, client):
 
 def test_serve_help_and_import_without_the_extra():
     r = llmbook("serve", "--help")
-    assert r.returncode == 0 and all(o in r.stdout for o in ("--port", "--parallel", "--n-ctx", "--host", "--queue"))
+    assert r.returncode == 0 and all(o in r.stdout for o in ("--port", "--parallel", "--n-ctx", "--host", "--queue",
+                                                              "--api-key", "LLMBOOK_API_KEY", "--pooling"))
     code = ("import sys; sys.modules['fastapi'] = sys.modules['uvicorn'] = None\n"
             "import llmbook; from llmbook.cli import main\n"
             "assert llmbook.make_app\n"
