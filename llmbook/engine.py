@@ -259,8 +259,8 @@ def ensure_rope(self: KernelEngine, n_pos: int):
 
 # %% ../nbs/2_15_engine.ipynb #467d67ea
 @patch
-def forward(self: KernelEngine, ids: np.ndarray, cache: KVCache, n_out: int) -> np.ndarray:
-    "Logits `(n_out, n_vocab)` of the last `n_out` of `ids`, run at the cache's next positions (room checked by the caller)."
+def blocks(self: KernelEngine, ids: np.ndarray, cache: KVCache) -> Workspace:
+    "Run `ids` through every block at the cache's next positions: the workspace, whose `xn` holds the last layer's normalized states."
     c, n, pos0 = self.config, len(ids), cache.pos
     numba.set_num_threads(self.n_threads)               # per calling thread in numba: set it on every pass
     self.ensure_rope(pos0 + n)
@@ -270,6 +270,13 @@ def forward(self: KernelEngine, ids: np.ndarray, cache: KVCache, n_out: int) -> 
     A.rmsnorm(ws.x, self.layers[0].attn_norm, c.norm_eps, ws.xn)
     for l, L in enumerate(self.layers):
         self.layer(l, L, ws, cache, pos0)
+    return ws
+
+@patch
+def forward(self: KernelEngine, ids: np.ndarray, cache: KVCache, n_out: int) -> np.ndarray:
+    "Logits `(n_out, n_vocab)` of the last `n_out` of `ids`, run at the cache's next positions (room checked by the caller)."
+    c, n = self.config, len(ids)
+    ws = self.blocks(ids, cache)
     logits = np.empty((n_out, c.n_vocab), np.float32)
     if n_out == 1: self.head_one(*self.head.arrays, ws.xn[n - 1], logits[0])
     elif n_out > 1: self.head.matmul(ws.xn[n - n_out:], logits)     # (0: a pass whose logits nobody needs)
@@ -282,16 +289,7 @@ def forward(self: KernelEngine, ids: np.ndarray, cache: KVCache, n_out: int) -> 
 @patch
 def hidden(self: KernelEngine, ids: np.ndarray, cache: KVCache) -> np.ndarray:
     "The last layer's normalized hidden states `(len(ids), n_embd)` of `ids` (the `xn` the head reads), with no head."
-    c, n, pos0 = self.config, len(ids), cache.pos
-    numba.set_num_threads(self.n_threads)
-    self.ensure_rope(pos0 + n)
-    ws = self.workspace(cache, n)
-    self.embd.rows(ids, ws.x)
-    if self.embed_scale != 1: ws.x *= self.embed_scale
-    A.rmsnorm(ws.x, self.layers[0].attn_norm, c.norm_eps, ws.xn)
-    for l, L in enumerate(self.layers):
-        self.layer(l, L, ws, cache, pos0)
-    return ws.xn[:n].copy()
+    return self.blocks(ids, cache).xn[:len(ids)].copy()
 
 # %% ../nbs/2_15_engine.ipynb #cf34c4cb
 @patch
