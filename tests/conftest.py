@@ -1,5 +1,5 @@
 """Shared test fixtures: where the real models are (installed from PyPI by tools/setup.sh --dev)."""
-import hashlib, importlib.util, subprocess, sys
+import contextlib, hashlib, importlib.util, os, signal, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
 
@@ -61,3 +61,36 @@ def llmbook(*args, input=None, timeout=600):
     "Run the installed `llmbook` script (or `python -m llmbook.cli` when there is none) as a user would: a subprocess."
     cmd = [str(LLMBOOK_SCRIPT)] if LLMBOOK_SCRIPT.exists() else [sys.executable, "-m", "llmbook.cli"]
     return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, input=input)
+
+
+def free_port() -> int:
+    "A localhost port nobody listens on now."
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+@contextlib.contextmanager
+def serve_process(*args, env=None):
+    """`llmbook serve ARGS` (the embedded SmolLM2) in a subprocess on a free port, yielded as its base URL once
+    /health answers; stopped with SIGINT afterwards. `env`: extra environment variables."""
+    import httpx
+    if smollm2_file() is None: pytest.fail("SmolLM2 is not installed (tools/setup.sh --dev)")
+    port = free_port()
+    script = Path(sys.executable).parent / "llmbook"
+    cmd = [str(script)] if script.exists() else [sys.executable, "-c", "import sys, llmbook.cli as c; sys.exit(c.main())"]
+    proc = subprocess.Popen(cmd + ["serve", "--port", str(port), *map(str, args)], env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300                       # a first run may compile the kernels
+    while True:
+        if proc.poll() is not None: pytest.fail(f"llmbook serve exited with {proc.returncode}: {proc.stdout.read()}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200: break
+        except httpx.TransportError: pass
+        if time.time() > deadline: proc.kill(); pytest.fail("llmbook serve did not answer /health in time")
+        time.sleep(0.2)
+    try: yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try: proc.wait(timeout=10)
+        except subprocess.TimeoutExpired: proc.kill()

@@ -3,8 +3,7 @@ with_structured_output both ways) and OpenAIEmbeddings, instructor in its JSON-s
 SDK's tool-call loop. The real server runs in a subprocess with an API key (`--api-key`), on the embedded SmolLM2;
 few tokens each, so that the module stays quick. Tool calls are asked for with tool_choice required or named where the
 test needs a call: a 135M model, left free, often answers in prose."""
-import json, signal, socket, subprocess, sys, time
-from pathlib import Path
+import json, subprocess, time
 import numpy as np
 import pytest
 
@@ -12,39 +11,16 @@ openai = pytest.importorskip("openai", reason="the client tests need the dev ext
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
 from pydantic import BaseModel, Field
-from conftest import smollm2_file
+from conftest import serve_process
 import llmbook as lb
 
 KEY, N_CTX = "test-key-27", 1024
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def server():
-    if smollm2_file() is None: pytest.fail("SmolLM2 is not installed (tools/setup.sh --dev)")
-    port = free_port()
-    script = Path(sys.executable).parent / "llmbook"
-    cmd = [str(script)] if script.exists() else [sys.executable, "-c", "import sys, llmbook.cli as c; sys.exit(c.main())"]
-    proc = subprocess.Popen(cmd + ["serve", "--port", str(port), "--parallel", "2", "--n-ctx", str(N_CTX), "--threads", "2",
-                                   "--api-key", KEY], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300
-    while True:
-        if proc.poll() is not None: pytest.fail(f"llmbook serve exited with {proc.returncode}: {proc.stdout.read()}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200: break
-        except httpx.TransportError: pass
-        if time.time() > deadline: proc.kill(); pytest.fail("llmbook serve did not answer /health in time")
-        time.sleep(0.2)
-    yield url
-    proc.send_signal(signal.SIGINT)
-    try: proc.wait(timeout=10)
-    except subprocess.TimeoutExpired: proc.kill()
+    with serve_process("--parallel", 2, "--n-ctx", N_CTX, "--threads", 2, "--api-key", KEY) as url: yield url
 
 
 @pytest.fixture(scope="module")

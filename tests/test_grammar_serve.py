@@ -7,15 +7,13 @@ the problem, quickly, and the server goes on serving. The real server runs in a 
   reaches it: a 400 for a plain request, an error event for a streamed one;
 - after all of them, a request with the schema `{}` (any JSON value) and one with an integer range still work.
 """
-import json, signal, subprocess, sys, time
-from pathlib import Path
+import json, subprocess, time
 import pytest
 
 httpx = pytest.importorskip("httpx", reason="the server tests need the dev extras (httpx, fastapi, uvicorn)")
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
 
-from conftest import smollm2_file
-from test_serve import free_port
+from conftest import serve_process
 
 HANG = "root ::= (((((([^x]*){0,99}){0,99}){0,99}){0,99}){0,99}){0,99}"
 EXPLODING_PATTERN = {"type": "string", "pattern": "^((((((a*){0,99}){0,99}){0,99}){0,99}){0,99})$"}
@@ -23,25 +21,7 @@ EXPLODING_PATTERN = {"type": "string", "pattern": "^((((((a*){0,99}){0,99}){0,99
 
 @pytest.fixture(scope="module")
 def url():
-    if smollm2_file() is None: pytest.fail("SmolLM2 is not installed (tools/setup.sh --dev)")
-    port = free_port()
-    script = Path(sys.executable).parent / "llmbook"
-    cmd = [str(script)] if script.exists() else [sys.executable, "-c", "import sys, llmbook.cli as c; sys.exit(c.main())"]
-    proc = subprocess.Popen(cmd + ["serve", "--port", str(port), "--parallel", "1", "--n-ctx", "512", "--threads", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300
-    while True:
-        if proc.poll() is not None: pytest.fail(f"llmbook serve exited with {proc.returncode}: {proc.stdout.read()}")
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200: break
-        except httpx.TransportError: pass
-        if time.time() > deadline: proc.kill(); pytest.fail("llmbook serve did not answer /health in time")
-        time.sleep(0.2)
-    yield base
-    proc.send_signal(signal.SIGINT)
-    try: proc.wait(timeout=10)
-    except subprocess.TimeoutExpired: proc.kill()
+    with serve_process("--parallel", 1, "--n-ctx", 512, "--threads", 2) as url: yield url
 
 
 def post(url, body, timeout=60):

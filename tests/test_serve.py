@@ -1,15 +1,14 @@
 """`llmbook serve` (issue 16) as a client sees it: the real server in a subprocess on a free localhost port, driven
 with the official `openai` client (and httpx for malformed bodies, disconnects and the queue)."""
-import json, os, signal, socket, subprocess, sys, threading, time
+import json, os, subprocess, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 import pytest
 
 openai = pytest.importorskip("openai", reason="the server tests need the dev extras (openai, httpx, fastapi, uvicorn)")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
 
-from conftest import llmbook, smollm2_file
+from conftest import llmbook, serve_process
 import llmbook as lb
 from llmbook.serve import GENERATE_ARGS
 
@@ -18,34 +17,10 @@ needs = lambda arg: pytest.mark.skipif(arg not in GENERATE_ARGS,
                                        reason=f"Session.generate has no '{arg}' yet (branch constrain brings it)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def server():
-    if smollm2_file() is None: pytest.fail("SmolLM2 is not installed (tools/setup.sh --dev)")
-    port = free_port()
-    script = Path(sys.executable).parent / "llmbook"
-    cmd = [str(script)] if script.exists() else [sys.executable, "-c", "import sys, llmbook.cli as c; sys.exit(c.main())"]
-    proc = subprocess.Popen(cmd + ["serve", "--port", str(port), "--parallel", str(PARALLEL), "--n-ctx", str(N_CTX),
-                                   "--queue", str(QUEUE), "--threads", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300                       # a first run may compile the kernels
-    while True:
-        if proc.poll() is not None: pytest.fail(f"llmbook serve exited with {proc.returncode}: {proc.stdout.read()}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200: break
-        except httpx.TransportError: pass
-        if time.time() > deadline: proc.kill(); pytest.fail("llmbook serve did not answer /health in time")
-        time.sleep(0.2)
-    yield url
-    proc.send_signal(signal.SIGINT)
-    try: proc.wait(timeout=10)
-    except subprocess.TimeoutExpired: proc.kill()
+    with serve_process("--parallel", PARALLEL, "--n-ctx", N_CTX, "--queue", QUEUE, "--threads", 2) as url: yield url
 
 
 @pytest.fixture(scope="module")

@@ -1,15 +1,14 @@
 """Issue 27 on the real `llmbook serve` (a subprocess, the key from LLMBOOK_API_KEY, one slot and no queue): tool calls
 (required, named, streamed, auto), embeddings against the library, the API key, /metrics, the 503 before a stream's
 first byte, and every refusal naming its problem while the server keeps serving."""
-import base64, json, os, re, signal, socket, subprocess, sys, threading, time
-from pathlib import Path
+import base64, json, os, re, subprocess, time
 import numpy as np
 import pytest
 
 openai = pytest.importorskip("openai", reason="the server tests need the dev extras (openai, httpx, fastapi, uvicorn)")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
-from conftest import smollm2_file
+from conftest import serve_process
 import llmbook as lb
 from llmbook.serve import ToolPlan, parse_tool_calls, tool_grammar, tool_format, answer_schema
 
@@ -22,34 +21,10 @@ TIME = {"type": "function", "function": {"name": "get_time", "description": "The
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def server():
-    if smollm2_file() is None: pytest.fail("SmolLM2 is not installed (tools/setup.sh --dev)")
-    port = free_port()
-    script = Path(sys.executable).parent / "llmbook"
-    cmd = [str(script)] if script.exists() else [sys.executable, "-c", "import sys, llmbook.cli as c; sys.exit(c.main())"]
-    proc = subprocess.Popen(cmd + ["serve", "--port", str(port), "--parallel", "1", "--queue", "0", "--n-ctx", str(N_CTX),
-                                   "--threads", "2"], env={**os.environ, "LLMBOOK_API_KEY": KEY},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300
-    while True:
-        if proc.poll() is not None: pytest.fail(f"llmbook serve exited with {proc.returncode}: {proc.stdout.read()}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200: break
-        except httpx.TransportError: pass
-        if time.time() > deadline: proc.kill(); pytest.fail("llmbook serve did not answer /health in time")
-        time.sleep(0.2)
-    yield url
-    proc.send_signal(signal.SIGINT)
-    try: proc.wait(timeout=10)
-    except subprocess.TimeoutExpired: proc.kill()
+    with serve_process("--parallel", 1, "--queue", 0, "--n-ctx", N_CTX, "--threads", 2, env={"LLMBOOK_API_KEY": KEY}) as url: yield url
 
 
 @pytest.fixture(scope="module")
