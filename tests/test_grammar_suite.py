@@ -56,6 +56,10 @@ EXPLOSIVE = {
     "rule chain": "root ::= r0\n" + "\n".join(f"r{i} ::= r{i + 1}" for i in range(5000)) + '\nr5000 ::= "a"',
 }
 
+# These grammars would run for minutes (or forever) if worked through; refused, they take about 0.2 s on a quiet
+# AVX-512 EPYC. The 10 s bound only tells the two apart, with room for a busy CI machine.
+REFUSED_WITHIN_S = 10.0
+
 @pytest.mark.parametrize("name", EXPLOSIVE)
 def test_explosive_grammars_are_refused_fast(name):
     t = time.perf_counter()
@@ -64,19 +68,19 @@ def test_explosive_grammars_are_refused_fast(name):
         assert name == "rule chain" and g.accepts_text("a")      # 5,000 rules in a chain are fine, and checked iteratively
     except GrammarError as e:
         assert name != "rule chain", e
-    assert time.perf_counter() - t < 1.0
+    assert time.perf_counter() - t < REFUSED_WITHIN_S
 
 def test_explosion_after_the_first_character_is_refused_at_that_step():
     g = Grammar('root ::= "a" b{0,60}\nb ::= c{0,60}\nc ::= d{0,60}\nd ::= [^x]*')
     t = time.perf_counter()
     with pytest.raises(GrammarError, match="too ambiguous"): g.accepts_text("ab")
-    assert time.perf_counter() - t < 1.0
+    assert time.perf_counter() - t < REFUSED_WITHIN_S
 
 def test_explosive_schema_pattern():
     s = {"type": "string", "pattern": "^((((((a*){0,99}){0,99}){0,99}){0,99}){0,99})$"}
     t = time.perf_counter()
     with pytest.raises(GrammarError, match="too ambiguous"): as_grammar(json_schema=s).accepts_text('"aa"')
-    assert time.perf_counter() - t < 1.5
+    assert time.perf_counter() - t < REFUSED_WITHIN_S
     deep = {"type": "array"}
     for _ in range(500): deep = {"type": "array", "items": deep}
     with pytest.raises(GrammarError, match="nested more than"): json_schema_to_grammar(deep)
