@@ -1,0 +1,58 @@
+"""Chapter 13's VNNI choice: where the CPU has VNNI, `_dot_u8s8` emits one `vpdpbusd` in place of `vpmaddubsw` +
+`vpmaddwd`. The integer sums are the same, so the products must be bit-identical to the AVX2 code's, which a second
+process makes on the same CPU with VNNI switched off (`NUMBA_CPU_FEATURES`). Skipped where the CPU has no VNNI."""
+import json, os, subprocess, sys
+import pytest
+from llmbook.int8 import has_vnni, host_features, kernel_set
+
+pytestmark = pytest.mark.skipif(kernel_set() != "avx2" or not has_vnni(),
+                                reason="this CPU has no VNNI (AVX512-VNNI with AVX512-VL, or AVX-VNNI): nothing to compare")
+
+TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]     # the types whose block dot goes through _dot_u8s8
+
+PRODUCTS = """
+import json, sys, numpy as np
+from llmbook.int8 import BlockMatrix, has_vnni
+from llmbook.kernels import random_qtensor
+X = np.random.default_rng(0).standard_normal((9, 512)).astype(np.float32) * 3
+out = {"vnni": has_vnni()}
+for t in json.loads(sys.argv[1]):
+    m = BlockMatrix(random_qtensor(t, (40, 512), seed=7))
+    out[t] = [m.matvec(X[0]).tobytes().hex(), m.matmul(X).tobytes().hex()]
+print(json.dumps(out))
+"""
+
+def _without_vnni() -> dict:
+    "This CPU's features with VNNI switched off, as chapter 13 runs its comparison."
+    flat = ",".join(["+" + f for f in sorted(host_features() - {"avx512vnni", "avxvnni"})] + ["-avx512vnni", "-avxvnni"])
+    return dict(os.environ, NUMBA_CPU_FEATURES=flat)
+
+def _products(env=None) -> dict:
+    r = subprocess.run([sys.executable, "-c", PRODUCTS, json.dumps(TYPES)], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+def test_vnni_products_are_bit_identical_to_avx2():
+    with_vnni, without = _products(), _products(_without_vnni())
+    assert with_vnni.pop("vnni") is True and without.pop("vnni") is False
+    for t in TYPES:
+        assert with_vnni[t][0] == without[t][0], f"{t}: matrix x vector differs with VNNI"
+        assert with_vnni[t][1] == without[t][1], f"{t}: batch product differs with VNNI"
+
+ASM = """
+import numpy as np
+from numba import njit
+from llmbook.int8 import block_dot, vzero, vsum
+@njit                                      # not cached: its assembly is made here, for this process's target
+def one_block(w, xq, xb, dx):
+    return vsum(block_dot(8, vzero(), w, 0, xq, 0, xb, 0, dx, np.float32(0)))    # 8: Q8_0
+w, xq, xb = np.zeros(34, np.uint8), np.zeros(32, np.int8), np.zeros(2, np.int16)
+one_block(w, xq, xb, np.float32(1))
+asm = next(iter(one_block.inspect_asm().values()))
+print(asm.count("vpdpbusd"), asm.count("vpmaddubsw"))
+"""
+
+def test_the_instruction_follows_the_target():
+    "The same source emits vpdpbusd for this CPU, and vpmaddubsw when the target has no VNNI."
+    run = lambda env=None: subprocess.run([sys.executable, "-c", ASM], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert run() == ["1", "0"] and run(_without_vnni()) == ["0", "1"]
