@@ -33,7 +33,8 @@ def family_of(f: GGUFFile, families=()):
     Mixtral's, one without is this chapter's llama); `configure(config, gguf)`, which completes the configuration;
     `ffn_weights(gguf, prefix, config)`, one layer's feed-forward weights (an object with `forward(h)`, the reference
     FFN, and `plan(kernels, deterministic)`, the fast engine's); and `qk_norm`, whether each query and key head has
-    its RMSNorm (qwen3)."""
+    its RMSNorm (qwen3). Optional: `layer_weights(gguf, prefix, config)`, a whole layer's `LayerWeights` (a family whose
+    attention differs too), and `adapt_engine(model)`, which gives the model's engine that family's attention."""
     arch = f.metadata.get("general.architecture")
     return next((fam for fam in families if fam.arch == arch and fam.applies(f)), None)
 
@@ -254,6 +255,8 @@ def load_weights(f: GGUFFile, c: ModelConfig, families=()) -> ModelWeights:
     qk_norm = c.arch in ("qwen3", "gemma3") or getattr(family, "qk_norm", False)
     for i in range(c.n_layers):
         p = f"blk.{i}."
+        if hasattr(family, "layer_weights"):                       # a family that loads its layers itself (OLMoE, gpt-oss)
+            layers.append(family.layer_weights(f, p, c)); continue
         moe = family.ffn_weights(f, p, c) if family else None      # the family's FFN (mixture of experts)
         mats, biases = layer_matrices(f, p, c, ffn=moe is None)
         lw = LayerWeights(attn_norm=_vector(f, p + "attn_norm.weight", c.n_embd),
@@ -302,6 +305,8 @@ class Model:
         self.layer_freqs = [rope_freqs(c.n_rot, c.layer_rope_base(i), c.rope_scale if c.window(i) is None else 1.0,
                                        self.rope_factors()) for i in range(c.n_layers)]
         self.engine = (engine or ReferenceEngine)(self)
+        family = family_of(gguf, self.families)
+        if hasattr(family, "adapt_engine"): family.adapt_engine(self)   # its engine gets the family's attention (OLMoE, gpt-oss)
 
     backend = property(lambda self: self.engine.name, doc="The engine's name: 'numpy' (the reference) or 'kernels'.")
     n_threads = property(lambda self: getattr(self.engine, "n_threads", None), doc="The engine's threads (None: numpy's).")

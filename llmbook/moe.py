@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['QWEN3MOE_KEYS', 'FAMILIES', 'copy_tokenizer', 'write_qwen3moe', 'expert_matrix', 'route', 'MoEWeights',
-           'ExpertConfig', 'ExpertFamily', 'Qwen3MoE', 'Mixtral', 'route_kernel', 'weighted_sum', 'MoEPlan']
+           'ExpertConfig', 'ExpertFamily', 'Qwen3MoE', 'Mixtral', 'route_kernel', 'weighted_sum', 'MoEPlan',
+           'WholeRowNorms', 'OLMoE', 'WholeRowNormed']
 
 # %% ../nbs/moe.ipynb #e3dbbd91
 from dataclasses import dataclass
@@ -16,9 +17,10 @@ from fastcore.basics import patch
 from .tensors import QTensor, GGMLType
 from .gguf import GGUFFile, GGUFWriter, GGUFValueType
 from .quants import quantize
-from .attention import swiglu
+from .attention import swiglu, rms_norm
 from .model import ModelConfig, UnsupportedModelError, linear, default_model_path
-from .engine import Projection
+from .model import LayerWeights, ReferenceEngine, layer_matrices, _vector
+from .engine import Projection, KernelEngine
 from . import attention_kernels as A
 
 # %% ../nbs/moe.ipynb #618c89e6
@@ -155,7 +157,7 @@ class ExpertConfig:
 class ExpertFamily:
     """A family whose FFN is a mixture of experts routed as llama.cpp's `build_moe_ffn` with softmax gating and
     `norm_w`: softmax over all experts, top k, renormalized. Subclasses name the architecture and its attention."""
-    arch, qk_norm, neox = None, False, False
+    arch, qk_norm, neox, norm = None, False, False, True    # norm: renormalize the chosen experts' weights
 
     def applies(self, f: GGUFFile) -> bool: return True          # every file of the architecture
     def expert_size(self, cfg: ModelConfig, md: dict, n_used: int) -> int:
@@ -176,7 +178,7 @@ class ExpertFamily:
         if not isinstance(n_ff_exp, int) or not 0 < n_ff_exp < 2**24:
             raise UnsupportedModelError(f"{Path(f.path).name}: the expert size {n_ff_exp!r} is out of range")
         cfg.rope_neox = cfg.rope_neox or self.neox
-        cfg.experts = ExpertConfig(n_expert, n_used, int(n_ff_exp))
+        cfg.experts = ExpertConfig(n_expert, n_used, int(n_ff_exp), self.norm)
 
 # %% ../nbs/moe.ipynb #7ea65437
 @patch
@@ -317,3 +319,59 @@ def __call__(self: MoEPlan, X: np.ndarray, out: np.ndarray):
 def plan(self: MoEWeights, kernels: str = "float", deterministic: bool = False) -> MoEPlan:
     "This layer's mixture of experts on the kernels (chapter 15's `kernels` and `deterministic`)."
     return MoEPlan(self, kernels, deterministic)
+
+# %% ../nbs/moe.ipynb #171f720b
+@dataclass
+class WholeRowNorms(LayerWeights):
+    "A layer whose query and key RMSNorms each span the whole row of all heads (OLMoE), not one head."
+    q_norm_all: np.ndarray | None = None      # (n_heads * head_dim,)
+    k_norm_all: np.ndarray | None = None      # (n_kv_heads * head_dim,)
+
+# %% ../nbs/moe.ipynb #bf818c79
+class OLMoE(ExpertFamily):
+    """`olmoe`: llama's block with one RMSNorm over all of q and one over all of k, NeoX RoPE; experts of
+    `feed_forward_length` whose weights are the chosen experts' softmax probabilities, not renormalized."""
+    arch, neox, norm = "olmoe", True, False
+    def expert_size(self, cfg, md, n_used) -> int: return cfg.n_ff
+
+    def layer_weights(self, f: GGUFFile, p: str, c: ModelConfig) -> WholeRowNorms:
+        "Layer `p`: chapter 06's attention matrices, the two whole-row norms, this appendix's experts."
+        mats, biases = layer_matrices(f, p, c, ffn=False)
+        return WholeRowNorms(attn_norm=_vector(f, p + "attn_norm.weight", c.n_embd),
+                             ffn_norm=_vector(f, p + "ffn_norm.weight", c.n_embd), biases=biases,
+                             moe=self.ffn_weights(f, p, c), **mats,
+                             q_norm_all=_vector(f, p + "attn_q_norm.weight", c.n_heads * c.head_dim),
+                             k_norm_all=_vector(f, p + "attn_k_norm.weight", c.n_kv_heads * c.head_dim))
+
+# %% ../nbs/moe.ipynb #87826ad1
+class WholeRowNormed:
+    "A fused q|k|v `Projection` whose q part and k part are RMS-normalized, each over its whole row, after the product."
+    def __init__(self, proj: Projection, q_norm: np.ndarray, k_norm: np.ndarray, eps: float):
+        self.proj, self.q_norm, self.k_norm, self.eps = proj, q_norm, k_norm, eps
+        self.n_rows, self.n_cols, self.nbytes = proj.n_rows, proj.n_cols, proj.nbytes
+
+    def norms(self, Y: np.ndarray):
+        nq, nk = len(self.q_norm), len(self.k_norm)
+        q, k = Y[:, :nq], Y[:, nq:nq + nk]
+        A.rmsnorm(q, self.q_norm, self.eps, q); A.rmsnorm(k, self.k_norm, self.eps, k)
+
+    def matvec(self, x, out): self.proj.matvec(x, out); self.norms(out[None])
+    def matmul(self, X, out): self.proj.matmul(X, out); self.norms(out)
+
+# %% ../nbs/moe.ipynb #0ac9648b
+@patch
+def adapt_engine(self: OLMoE, model):
+    "Give `model`'s engine OLMoE's whole-row q and k norms."
+    e, eps, layers = model.engine, model.config.norm_eps, model.weights.layers
+    if isinstance(e, KernelEngine):
+        for L, lw in zip(e.layers, layers): L.qkv = WholeRowNormed(L.qkv, lw.q_norm_all, lw.k_norm_all, eps)
+    elif isinstance(e, ReferenceEngine):
+        plain = e.project
+        def project(l, name, x):
+            y, lw = plain(l, name, x), layers[l]
+            if name == "attn_q": return rms_norm(y, lw.q_norm_all, eps)
+            return rms_norm(y, lw.k_norm_all, eps) if name == "attn_k" else y
+        e.project = project
+    else: raise UnsupportedModelError(f"olmoe: no whole-row q/k norms for an engine of type {type(e).__name__}")
+
+FAMILIES = FAMILIES + (OLMoE(),)

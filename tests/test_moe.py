@@ -1,4 +1,4 @@
-"""Mixture of experts (issue 28, nbs/moe.ipynb): Qwen3-MoE's logits against llama.cpp's on the random-weight files of
+"""Mixture of experts (issue 28, nbs/moe.ipynb): Qwen3-MoE's, Mixtral's and OLMoE's logits against llama.cpp's on the random-weight files of
 tests/fixtures/family_qwen3moe_*.json (rebuilt by tools/family_models.py, sha256 checked), on the reference engine
 and on both kernel sets; the kernels' MoE plan against the numpy block; decode reads only the chosen experts and
 prefill runs each chosen expert once; one answer whatever the batch; bad files refused at load; the CLI and chat."""
@@ -26,7 +26,7 @@ ENGINES = ["reference"] + KERNELS
 # the other way (nbs/moe.ipynb shows that taking the other expert there gives cosine 0.99992 instead of 0.99896).
 ROUTER_TIE = 0.02
 
-CASES = ["qwen3moe", "mixtral"]          # Mixtral: a llama file with llama.expert_count
+CASES = ["qwen3moe", "mixtral", "olmoe"]   # Mixtral: a llama file with llama.expert_count; OLMoE: whole-row q/k norms
 
 def fixture(case, wtype):
     return json.loads((FIXTURES / f"family_{case}_{wtype}.json").read_text())
@@ -233,6 +233,35 @@ def test_serve_runs_qwen3moe(q8_file):
     r = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "Hi"}],
                                                   "max_tokens": 4, "temperature": 0})
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1, r.text
+
+# ---------------------------------------------------------------- OLMoE
+def test_olmoe_layers_and_refusals(fixture_file, tmp_path):
+    "OLMoE's layers carry whole-row q/k norms (n_embd long) and unrenormalized gate weights; a broken file is refused at load."
+    path = fixture_file("olmoe", "F16")
+    m = Model(GGUFFile(path), families=moe.FAMILIES)
+    assert m.config.rope_neox and m.config.experts.norm is False and m.config.experts.n_ff_exp == 256
+    lw = m.weights.layers[0]
+    assert lw.attn_q_norm is None and lw.q_norm_all.shape == (256,) and lw.k_norm_all.shape == (256,)
+    h = np.random.default_rng(4).standard_normal((3, 256)).astype(np.float32)
+    lw.moe.trace = []; lw.moe.forward(h)
+    top, w, _ = lw.moe.trace[0]
+    assert (w.sum(-1) < 1).all()                  # the chosen experts' probabilities, as they are
+    for change, words in [(dict(drop=("blk.1.attn_k_norm.weight",)), "blk.1.attn_k_norm.weight is missing"),
+                          (dict(meta={"olmoe.expert_count": 8}), "ffn_gate_inp.weight has shape (16, 256)"),
+                          (dict(drop=("blk.0.ffn_gate_exps.weight",)), "layer 0 lacks ffn_gate_exps.weight")]:
+        bad = rewrite(path, tmp_path / "bad.gguf", **change)
+        with pytest.raises(UnsupportedModelError) as e: llmbook.load(bad, n_ctx=32)
+        assert words in str(e.value), str(e.value)
+
+def test_cli_runs_olmoe(fixture_file, capsys):
+    from llmbook import cli
+    path = fixture_file("olmoe", "Q4_K_M")
+    assert cli.main(["inspect", str(path), "--key", "general.architecture"]) == 0
+    assert json.loads(capsys.readouterr().out) == "olmoe"
+    assert cli.main(["generate", "--model", str(path), "--ctx", "64", "--max-tokens", "5", "--temperature", "0",
+                     "--ignore-eos", "the cat"]) == 0
+    want = llmbook.load(path, n_ctx=64).generate("the cat", max_tokens=5, temperature=0.0, ignore_eos=True)
+    assert capsys.readouterr().out.rstrip("\n") == str(want) and len(want.tokens) == 5
 
 # ---------------------------------------------------------------- MXFP4 (gpt-oss's experts)
 def test_mxfp4_dequantize_is_ggmls():

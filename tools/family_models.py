@@ -1,5 +1,5 @@
 """Small random-weight GGUF files of the model families llama.cpp runs (issue 15): llama (optionally with
-Mistral's `llama.attention.sliding_window`), qwen2, qwen3, phi3, gemma2 and qwen3moe (issue 28), each with that family's real tensor
+Mistral's `llama.attention.sliding_window`), qwen2, qwen3, phi3, gemma2, qwen3moe and olmoe (issue 28), each with that family's real tensor
 names, shapes, types and metadata keys (read from llama.cpp's src/models/<arch>.cpp and src/llama-model.cpp;
 see /work/notes/families.md), written by llmbook's own `GGUFWriter`.
 
@@ -30,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
 
-FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "qwen3moe")
+FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "qwen3moe", "olmoe")
 WTYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "IQ4_NL", "IQ4_XS")
 # general.file_type ids (llama_ftype) for the header; for display only, llama.cpp reads each tensor's own type
 FILE_TYPE_IDS = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "Q4_K": 15, "Q4_K_M": 15, "Q5_K": 17, "Q6_K": 18,
@@ -240,9 +240,11 @@ def write_family_model(path, arch: str, *,
         raise ValueError(f"{arch}: llama.cpp reads no sliding window for this arch")
     if rope_base is None: rope_base = 1e6 if arch in ("qwen2", "qwen3", "qwen3moe") else 10000.0
     if moe and arch != "llama": raise ValueError("moe=True is the llama (Mixtral) option; qwen3moe always has experts")
-    experts = arch == "qwen3moe" or moe
+    experts = arch in ("qwen3moe", "olmoe") or moe
+    if arch == "olmoe" and not q_dim == kv_dim == n_embd:   # llama.cpp: attn_q_norm and attn_k_norm are n_embd long
+        raise ValueError("olmoe: n_heads * head_dim and n_kv_heads * head_dim must both be n_embd")
     if experts and not 0 < n_expert_used <= n_expert: raise ValueError("need 0 < n_expert_used <= n_expert")
-    n_ff_exp = n_ff if moe else (n_ff_exp or n_ff)      # Mixtral: an expert is feed_forward_length wide
+    n_ff_exp = n_ff if moe or arch == "olmoe" else (n_ff_exp or n_ff)   # Mixtral, OLMoE: an expert is feed_forward_length wide
     # SCALES. Logits of std ~4, so that top-2 margins are mostly well above llama.cpp's rounding noise. Untied:
     # an embedding of std 1 leads the residual stream, the output matrix sets the logit scale. Tied: a large
     # embedding makes every position predict its own input token (logit |e_t|^2), so the embedding is small
@@ -273,6 +275,8 @@ def write_family_model(path, arch: str, *,
         a("attention.key_length", hd); a("attention.value_length", hd)
         if arch == "qwen3moe":   # convert_hf_to_gguf's Qwen3MoeModel: the dense n_ff stays in feed_forward_length
             a("expert_count", n_expert); a("expert_used_count", n_expert_used); a("expert_feed_forward_length", n_ff_exp)
+    elif arch == "olmoe":      # convert_hf_to_gguf's OlmoeModel: feed_forward_length is the expert size
+        a("expert_count", n_expert); a("expert_used_count", n_expert_used)
     elif arch == "phi3":
         a("rope.dimension_count", n_rot)
         a("rope.scaling.original_context_length", original_context_length or n_ctx_train)
@@ -342,6 +346,8 @@ def write_family_model(path, arch: str, *,
                 vec(p + "attn_v.bias", kv_dim, 0.0, 0.1)
         if arch in ("qwen3", "qwen3moe"):
             vec(p + "attn_q_norm.weight", hd); vec(p + "attn_k_norm.weight", hd)
+        if arch == "olmoe":     # one RMSNorm over all of q and one over all of k, before the split into heads
+            vec(p + "attn_q_norm.weight", q_dim); vec(p + "attn_k_norm.weight", kv_dim)
         mat(p + "attn_output.weight", n_embd, q_dim, q_dim**-0.5)
         if arch == "gemma2": vec(p + "post_attention_norm.weight", n_embd)
         vec(p + "ffn_norm.weight", n_embd)

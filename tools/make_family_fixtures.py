@@ -1,6 +1,6 @@
 """Make tests/fixtures/family_<case>_<wtype>.json: llama.cpp's logits on small random-weight files of each model
 family of issue 15 (llama, llama with a sliding-window key, qwen2, qwen3, phi3 with and without LongRoPE, gemma2)
-and of issue 28 (mixtures of experts: qwen3moe, and mixtral, a llama file with experts).
+and of issue 28 (mixtures of experts: qwen3moe, mixtral (a llama file with experts), olmoe).
 
 Run with a Python that has llama-cpp-python (never a dependency of llmbook):
 
@@ -74,6 +74,9 @@ CASES = {
     # Qwen3 with YaRN (issue 28: any family declaring rope.scaling.type yarn): factor 4 over an original context of
     # 256 (as Qwen3's 131072 over 32768), so that the low frequencies are interpolated and cos/sin scaled
     "qwen3_yarn": dict(arch="qwen3", head_dim=128, n_ctx_train=1024, rope_yarn=[4.0, 256]),
+    # OLMoE-1B-7B-like: llama's block with one RMSNorm over all of q and one over all of k (n_embd long: no GQA),
+    # NeoX RoPE, 16 experts of feed_forward_length 256, 4 used, weights not renormalized
+    "olmoe": dict(arch="olmoe", n_kv_heads=4, n_expert=16, n_expert_used=4, n_ff=256),
 }
 WTYPES = ("F16", "Q4_K_M")
 EXTRA = [("llama", "IQ4_NL"), ("llama", "IQ4_XS"), ("qwen2", "IQ4_NL")]
@@ -97,6 +100,9 @@ ABOUT = {
                 "experts, top 4, weights renormalized to sum 1 (norm_topk_prob), untied output",
     "qwen3_yarn": "qwen3 with rope.scaling.type yarn, factor 4, original_context_length 256 (context_length 1024): "
                   "YaRN's per-frequency ramp between extrapolation and interpolation and its scale on cos and sin",
+    "olmoe": "olmoe: attn_q_norm/attn_k_norm of n_embd (RMSNorm over the whole q and k rows, before the split into "
+             "heads), NeoX RoPE, 4 heads = 4 KV heads, ffn_gate_inp (F32) and 16 experts of feed_forward_length 256, softmax "
+             "over all 16, top 4, not renormalized, untied output",
     "mixtral": "mixtral: a llama file (normal RoPE, untied) with llama.expert_count 8 and expert_used_count 2: "
                "ffn_gate_inp (F32) and ffn_gate_exps/ffn_up_exps/ffn_down_exps of feed_forward_length 256, softmax "
                "over all 8, top 2, renormalized",
