@@ -261,29 +261,43 @@ def ensure_rope(self: KernelEngine, n_pos: int):
 @patch
 def blocks(self: KernelEngine, ids: np.ndarray, cache: KVCache) -> Workspace:
     "Run `ids` through every block at the cache's next positions: the workspace, whose `xn` holds the last layer's normalized states."
-    c, n, pos0 = self.config, len(ids), cache.pos
+    return self.blocks_of([(ids, cache)])
+
+@patch
+def blocks_of(self: KernelEngine, parts: list) -> Workspace:
+    "`blocks` for several caches in one pass, `parts` = [(ids, cache)]: their tokens one after another in one workspace."
+    c, n = self.config, sum(len(ids) for ids, _ in parts)
     numba.set_num_threads(self.n_threads)               # per calling thread in numba: set it on every pass
-    self.ensure_rope(pos0 + n)
-    ws = self.workspace(cache, n)
-    self.embd.rows(ids, ws.x)
+    self.ensure_rope(max(cache.pos + len(ids) for ids, cache in parts))
+    ws = self.workspace(parts[0][1], n) if len(parts) == 1 else Workspace(c, n, self.n_qkv)
+    spans, a = [], 0                                    # the rows of each cache: (first, end, cache)
+    for ids, cache in parts: spans.append((a, a + len(ids), cache)); a += len(ids)
+    self.embd.rows(parts[0][0] if len(parts) == 1 else np.concatenate([ids for ids, _ in parts]), ws.x)
     if self.embed_scale != 1: ws.x *= self.embed_scale
     A.rmsnorm(ws.x, self.layers[0].attn_norm, c.norm_eps, ws.xn)
     for l, L in enumerate(self.layers):
-        self.layer(l, L, ws, cache, pos0)
+        self.layer(l, L, ws, spans)
     return ws
 
 @patch
 def forward(self: KernelEngine, ids: np.ndarray, cache: KVCache, n_out: int) -> np.ndarray:
     "Logits `(n_out, n_vocab)` of the last `n_out` of `ids`, run at the cache's next positions (room checked by the caller)."
-    c, n = self.config, len(ids)
-    ws = self.blocks(ids, cache)
-    logits = np.empty((n_out, c.n_vocab), np.float32)
-    if n_out == 1: self.head_one(*self.head.arrays, ws.xn[n - 1], logits[0])
-    elif n_out > 1: self.head.matmul(ws.xn[n - n_out:], logits)     # (0: a pass whose logits nobody needs)
+    return self.forward_batch([(ids, cache, n_out)])[0]
+
+@patch
+def forward_batch(self: KernelEngine, parts: list) -> list:
+    "One pass over several caches, `parts` = [(ids, cache, n_out)]: each part's logits `(n_out, n_vocab)`."
+    c = self.config
+    ws = self.blocks_of([(ids, cache) for ids, cache, _ in parts])
+    ends = np.cumsum([len(ids) for ids, _, _ in parts])
+    rows = np.concatenate([np.arange(e - n_out, e) for e, (_, _, n_out) in zip(ends, parts)])
+    logits = np.empty((len(rows), c.n_vocab), np.float32)
+    if len(rows) == 1: self.head_one(*self.head.arrays, ws.xn[rows[0]], logits[0])
+    elif len(rows) > 1: self.head.matmul(ws.xn[rows], logits)     # (0: a pass whose logits nobody needs)
     if c.final_logit_softcap:
         cap = np.float32(c.final_logit_softcap)
         np.tanh(logits / cap, out=logits); logits *= cap
-    return logits
+    return np.split(logits, np.cumsum([n_out for *_, n_out in parts])[:-1])
 
 # %% ../nbs/2_15_engine.ipynb #1803f73d
 @patch
@@ -293,15 +307,16 @@ def hidden(self: KernelEngine, ids: np.ndarray, cache: KVCache) -> np.ndarray:
 
 # %% ../nbs/2_15_engine.ipynb #cf34c4cb
 @patch
-def layer(self: KernelEngine, l: int, L: LayerPlan, ws: Workspace, cache: KVCache, pos0: int):
+def layer(self: KernelEngine, l: int, L: LayerPlan, ws: Workspace, spans: list):
     "One block on the buffers of `ws`: attention with its residual, then the FFN with its residual."
     c, eps, one = self.config, self.config.norm_eps, ws.n == 1
     if one: L.qkv.matvec(ws.xn1, ws.qkv1)
     else: L.qkv.matmul(ws.xn, ws.qkv)
-    t = L.rope_table
-    K, V, i = cache.kernel_layers[l]      # the layer's block or its ring (an f16 cache: its bits)
-    qkv_to_cache(ws.qkv, ws.q, L.q_norm, L.k_norm, eps, self.rope_cos[t], self.rope_sin[t], c.rope_neox, K, V, i, pos0)
-    A.tiled_attention(ws.q, K, V, i, pos0, c.attn_scale, L.window, ws.att, c.attn_softcap or 0.0)
+    cos, sin = self.rope_cos[L.rope_table], self.rope_sin[L.rope_table]
+    for a, b, cache in spans:             # attention: each cache's rows, at its own positions
+        K, V, i = cache.kernel_layers[l]  # the layer's block or its ring (an f16 cache: its bits)
+        qkv_to_cache(ws.qkv[a:b], ws.q[a:b], L.q_norm, L.k_norm, eps, cos, sin, c.rope_neox, K, V, i, cache.pos)
+        A.tiled_attention(ws.q[a:b], K, V, i, cache.pos, c.attn_scale, L.window, ws.att[a:b], c.attn_softcap or 0.0)
     if one: L.o.matvec(ws.att1, ws.proj1)
     else: L.o.matmul(ws.att2, ws.proj)
     if L.post_attn_norm is not None: A.rmsnorm(ws.proj, L.post_attn_norm, eps, ws.proj)
