@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['FAST', 'LOG2E', 'BK', 'BT', 'SEG', 'GELU_2C', 'rmsnorm', 'add_rmsnorm', 'pow2i', 'exp2', 'fmax', 'row_max', 'dots',
-           'axpys', 'softmax_tile', 'first_key', 'f32_rows', 'f32_to_f16', 'f32_store', 'tiled_attention', 'sigmoid',
-           'silu_mul', 'gelu_mul', 'swiglu_stacked', 'geglu_stacked']
+           'axpys', 'softmax_tile', 'first_key', 'f32_rows', 'f32_to_f16', 'store_q8_0', 'f32_store', 'tiled_attention',
+           'sigmoid', 'silu_mul', 'gelu_mul', 'swiglu_stacked', 'geglu_stacked']
 
 # %% ../nbs/2_14_attention_kernels.ipynb #d42160bc
 import numpy as np
@@ -13,6 +13,8 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 from llvmlite import ir
+from .tensors import GGMLType, QTensor
+from .quants import dequantize
 from .packed import f16_to_f32
 from .kvcache import RING_BLOCK
 
@@ -241,9 +243,12 @@ def _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part
 
 # %% ../nbs/2_14_attention_kernels.ipynb #fdeb332a
 def f32_rows(src, a, b, buf):
-    "Rows a..b-1 of `src` as float32: a view of a float32 array, or f16 bits (uint16) widened into `buf`."
+    """Rows a..b-1 of `src` as float32: a view of a float32 array, or f16 bits (uint16) widened into `buf`, or q8_0
+    blocks (uint8, 34 bytes per 32 values) dequantized into `buf`."""
     if src.dtype == np.float32: return src[a:b]
-    buf[:b - a] = src[a:b].view(np.float16)          # numpy's version; compiled kernels use the overload below
+    if src.dtype == np.uint8:                        # numpy's versions; compiled kernels use the overload below
+        buf[:b - a] = dequantize(QTensor(np.ascontiguousarray(src[a:b]), GGMLType.Q8_0, buf[:b - a].shape))
+    else: buf[:b - a] = src[a:b].view(np.float16)
     return buf[:b - a]
 
 @overload(f32_rows, inline="always")
@@ -255,6 +260,15 @@ def _f32_rows(src, a, b, buf):
                 for j in range(src.shape[1]): buf[i, j] = f16_to_f32(src[a + i, j])
             return buf[:b - a]
         return widen
+    if src.dtype == types.uint8:
+        def dequantize_q8_0(src, a, b, buf):
+            for i in range(b - a):
+                row = src[a + i]
+                for blk in range(row.size // 34):    # a block: f16 scale d (2 bytes), 32 int8 q; a value is d * q
+                    d = f16_to_f32(np.uint16(np.uint16(row[34 * blk]) | (np.uint16(row[34 * blk + 1]) << 8)))
+                    for j in range(32): buf[i, 32 * blk + j] = d * np.float32(np.int8(row[34 * blk + 2 + j]))
+            return buf[:b - a]
+        return dequantize_q8_0
 
 @intrinsic
 def f32_to_f16(typingctx, x):
@@ -264,9 +278,28 @@ def f32_to_f16(typingctx, x):
         return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
     return types.uint16(x), codegen
 
+@njit(cache=True)     # no fastmath, and not inlined (so a caller's fastmath cannot reach it): rounds as chapter 02 does
+def store_q8_0(dst, src):
+    "A float32 row into Q8_0 blocks in the bytes `dst`: d = max|x| / 127 kept as an f16, q = x / d rounded half away."
+    for blk in range(src.size // 32):
+        x = src[32 * blk:32 * blk + 32]
+        amax = np.float32(0)
+        for j in range(32): amax = max(amax, abs(x[j]))
+        d = amax / np.float32(127)
+        inv = np.float32(1) / d if d != 0 else np.float32(0)
+        bits = f32_to_f16(d)
+        dst[34 * blk], dst[34 * blk + 1] = np.uint8(bits & 0xFF), np.uint8(bits >> 8)
+        for j in range(32):
+            v = x[j] * inv
+            r = np.float32(np.floor(abs(v)))
+            q = np.int32(r) + np.int32(abs(v) - r >= np.float32(0.5))     # C's roundf, exactly: no + 0.5 to round up
+            dst[34 * blk + 2 + j] = np.uint8((q if v >= 0 else -q) & 0xFF)
+
 def f32_store(dst, src):
-    "dst[:] = src for a float32 row `src`: as it is into a float32 cache, as f16 bits into an f16 one (uint16)."
-    dst[:] = src if dst.dtype == np.float32 else src.astype(np.float16).view(np.uint16)
+    """dst[:] = src for a float32 row `src`: as it is into a float32 cache, as f16 bits into an f16 one (uint16), as
+    q8_0 blocks into a q8_0 one (uint8)."""
+    if dst.dtype == np.uint8: store_q8_0(dst, src)
+    else: dst[:] = src if dst.dtype == np.float32 else src.astype(np.float16).view(np.uint16)
 
 @overload(f32_store, inline="always")
 def _f32_store(dst, src):
@@ -277,6 +310,7 @@ def _f32_store(dst, src):
         def narrow(dst, src):
             for j in range(src.size): dst[j] = f32_to_f16(src[j])
         return narrow
+    if dst.dtype == types.uint8: return lambda dst, src: store_q8_0(dst, src)
 
 # %% ../nbs/2_14_attention_kernels.ipynb #7c762a1f
 @njit(fastmath=FAST, inline="always")
