@@ -24,10 +24,10 @@ __all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'EMBEDDING_FIELDS', 'COMPLET
            'sampling_kwargs', 'completion_ids', 'check_fits', 'tool_format', 'ToolPlan', 'check_tools', 'tool_plan',
            'chat_messages', 'generic_system', 'generic_messages', 'tool_prompt', 'chat_ids', 'call_schemas',
            'answer_schema', 'tool_grammar', 'parse_tool_calls', 'chat_message', 'message_deltas', 'Slot', 'FairLock',
-           'SharedModel', 'SlotPool', 'Job', 'usage', 'timings', 'chat_logprob', 'completion_logprobs', 'response',
-           'sse', 'read_body', 'model_name', 'prepare', 'stream_events', 'complete', 'embedding_inputs', 'embeddings',
-           'Metrics', 'prometheus_text', 'Gate', 'refuse', 'generation', 'make_app', 'add_info_routes',
-           'BackgroundServer', 'free_port', 'serve_args', 'warm_up', 'run_serve']
+           'Cancelled', 'Work', 'Batcher', 'SharedModel', 'SlotPool', 'Job', 'usage', 'timings', 'chat_logprob',
+           'completion_logprobs', 'response', 'sse', 'read_body', 'model_name', 'prepare', 'stream_events', 'complete',
+           'embedding_inputs', 'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse', 'generation', 'make_app',
+           'add_info_routes', 'BackgroundServer', 'free_port', 'serve_args', 'warm_up', 'run_serve']
 
 # %% ../nbs/3_23_serve.ipynb #d2ec5b43
 class APIError(Exception):
@@ -533,23 +533,128 @@ class FairLock:
     __enter__ = acquire
     def __exit__(self, *exc): self.release()
 
+# %% ../nbs/3_23_serve.ipynb #c78dd303
+class Cancelled(Exception):
+    "A `forward` that did not run to its end: its request was cancelled (the client left)."
+
+@dataclass(eq=False)
+class Work:
+    "One `forward` call waiting for the batcher: tokens for one cache, run a chunk per step."
+    ids: np.ndarray
+    cache: object
+    n_out: int                                  # logits of the last n_out tokens
+    cancel: threading.Event | None = None       # its request's cancel event
+    done: threading.Event = field(default_factory=threading.Event)
+    at: int = 0                                 # tokens run so far
+    out: list = field(default_factory=list)     # the logits of each chunk run
+    error: BaseException | None = None
+
+# %% ../nbs/3_23_serve.ipynb #2878482b
+class Batcher:
+    "One thread running every slot's `forward` calls as one pass per step (continuous batching)."
+    def __init__(self, model: LLM, lock: FairLock, n_batch: int = 128):
+        if n_batch < 1: raise ValueError(f"--batch-size must be at least 1, got {n_batch}")
+        self.model, self.lock, self.n_batch = model, lock, n_batch
+        self.cond, self.queue = threading.Condition(), []     # Work waiting, oldest first
+        self.expected = set()          # caches served by the last step, not back yet (they are sampling)
+        self.local = threading.local()                      # per generation thread: its request's cancel event
+        self.steps = deque(maxlen=256)                      # the last steps: [(cache, tokens)] each
+        self.n_passes = self.n_rows = 0                     # for /metrics
+        self.last_pass = 0.0
+        self.batched = hasattr(model.engine, "forward_batch")   # chapter 15's engine; Part I's runs parts one by one
+        threading.Thread(target=self._loop, daemon=True, name="llmbook-batcher").start()
+
+    def submit(self, work: Work) -> np.ndarray:
+        "Queue `work` and wait for its logits (called by a slot's thread)."
+        with self.cond:
+            self.queue.append(work); self.expected.discard(work.cache); self.cond.notify_all()
+        work.done.wait()
+        if work.error is not None: raise work.error
+        return work.out[0] if len(work.out) == 1 else np.concatenate(work.out)
+
+    def leave(self, cache):
+        "A slot's generation ended: do not wait for its next token."
+        with self.cond: self.expected.discard(cache); self.cond.notify_all()
+
+# %% ../nbs/3_23_serve.ipynb #3f134d15
+@patch
+def take(self: Batcher) -> list:
+    "This step's rows, [(work, tokens)]: one of every decoding slot, then prompt chunks up to `n_batch` in all."
+    step = [(w, 1) for w in self.queue if len(w.ids) - w.at == 1]
+    room = max(self.n_batch - len(step), 1)
+    for w in self.queue:
+        left = len(w.ids) - w.at
+        if left == 1 or room == 0: continue
+        n = min(left, room, w.cache.n_batch if w.cache.ring_slots else left)
+        step.append((w, n)); room -= n
+    return step
+
+# %% ../nbs/3_23_serve.ipynb #7b34e19f
+@patch
+def run_step(self: Batcher, step: list):
+    "One forward pass over `step`'s rows; each cache advanced over its chunk, each chunk's logits kept."
+    parts = []
+    for w, n in step:
+        n_out = max(0, min(n, w.at + n - (len(w.ids) - w.n_out)))     # this chunk's share of the last n_out
+        parts.append((w.ids[w.at:w.at + n], w.cache, n_out))
+    t0 = time.perf_counter()
+    with self.lock:
+        engine = self.model.engine
+        outs = engine.forward_batch(parts) if self.batched else [engine.forward(*p) for p in parts]
+    self.last_pass = time.perf_counter() - t0
+    for (w, n), (ids, cache, _), out in zip(step, parts, outs):
+        cache.advance(ids); w.out.append(out); w.at += n
+    self.steps.append([(w.cache, n) for w, n in step])
+    self.n_passes += 1; self.n_rows += sum(n for _, n in step)
+
+# %% ../nbs/3_23_serve.ipynb #df6abdc2
+@patch
+def _loop(self: Batcher):
+    "The batcher's thread: wait for work (and for the slots served last), run a step, hand back what is done."
+    while True:
+        with self.cond:
+            while not self.queue: self.cond.wait()
+            deadline = time.perf_counter() + max(self.last_pass, 0.002)
+            while self.expected and (left := deadline - time.perf_counter()) > 0: self.cond.wait(left)
+            for w in [w for w in self.queue if w.cancel is not None and w.cancel.is_set()]:
+                self.queue.remove(w); w.error = Cancelled("the request was cancelled"); w.done.set()
+            step = self.take() if self.queue else []
+        if not step: continue
+        try: self.run_step(step); error = None
+        except Exception as e: error = e                    # to the waiting threads, never a dead batcher
+        with self.cond:
+            for w, _ in step:
+                if error is not None or w.at == len(w.ids):
+                    self.queue.remove(w); w.error = error; self.expected.add(w.cache); w.done.set()
+            self.cond.notify_all()
+
 # %% ../nbs/3_23_serve.ipynb #fe15e7cf
 class SharedModel:
-    "A view of `model` whose forward passes take turns through `lock` (one at a time, first come, first served)."
-    def __init__(self, model: LLM, lock: FairLock):
-        self._model, self._lock = model, lock
-    def forward(self, *args, **kwargs):
-        with self._lock: return self._model.forward(*args, **kwargs)
+    "A view of `model` whose forward passes run in the batcher's steps, next to the other slots'."
+    def __init__(self, model: LLM, batcher: Batcher):
+        self._model, self._batcher = model, batcher
+
+    def forward(self, tokens, cache, n_out: int | None = None, context_shift: bool = False, n_keep: int = 0):
+        m = self._model
+        ids = m.check_tokens(tokens)
+        n_out = len(ids) if n_out is None else n_out
+        if not 1 <= n_out <= len(ids): raise ValueError(f"n_out must be between 1 and the {len(ids)} tokens given, got {n_out}")
+        m.check_cache(cache)
+        if context_shift: cache.make_room(len(ids), n_keep, m.rotate_keys)
+        else: cache.check_room(len(ids))
+        return self._batcher.submit(Work(ids, cache, n_out, getattr(self._batcher.local, "cancel", None)))
+
     def __getattr__(self, name): return getattr(self._model, name)
 
 # %% ../nbs/3_23_serve.ipynb #b5e30a34
 class SlotPool:
     "N sessions over one model; a request takes the free one with the longest common prefix, or waits in a bounded queue."
-    def __init__(self, model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: int = 32):
+    def __init__(self, model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: int = 32, n_batch: int = 128):
         if n_slots < 1: raise ValueError(f"--parallel must be at least 1, got {n_slots}")
         if max_queue < 0: raise ValueError(f"--queue must be at least 0, got {max_queue}")
         self.model, self.lock = model, FairLock()
-        shared = SharedModel(model, self.lock)
+        self.batcher = Batcher(model, self.lock, n_batch)      # one pass per step for every slot
+        shared = SharedModel(model, self.batcher)
         self.slots = [Slot(i, Session(shared, n_ctx)) for i in range(n_slots)]
         self.idle, self.waiting, self.max_queue = list(self.slots), deque(), max_queue
         self.n_ctx = self.slots[0].session.n_ctx
@@ -616,6 +721,7 @@ class Job:
 def _generate(pool: SlotPool, slot: Slot, job: Job, put):
     "Thread body: generate `job` in `slot`, `put` each event; give the slot back, then `put` the last event."
     s, last = slot.session, ("error", RuntimeError("the generation thread stopped"))
+    pool.batcher.local.cancel = job.cancel               # a prompt cancelled between chunks stops there
     try:
         if job.reuse: s.reuse_prefix(job.ids)
         else: s.reset(); s.pending = list(job.ids)       # the whole prompt runs, from position 0
@@ -629,6 +735,7 @@ def _generate(pool: SlotPool, slot: Slot, job: Job, put):
     except Exception as e:                               # to the client as an error, never a dead thread
         last = ("error", e)
     finally:
+        pool.batcher.leave(s.cache)
         pool.loop.call_soon_threadsafe(pool.release, slot)
         put(last)
 
@@ -871,6 +978,9 @@ def prometheus_text(m: Metrics, pool: SlotPool) -> str:
         metric("time_to_first_token_seconds", "histogram", "From a request's arrival to its first token.",
                [(f'_bucket{{le="{b}"}}', c) for b, c in zip([*TTFT_BUCKETS, "+Inf"], cum)]
                + [("_sum", round(m.ttft_sum, 6)), ("_count", cum[-1])])
+    b = pool.batcher
+    metric("forward_passes_total", "counter", "Forward passes run for the slots (one per step).", [("", b.n_passes)])
+    metric("batch_tokens_total", "counter", "Tokens run in those passes: over the passes, the mean batch.", [("", b.n_rows)])
     st = pool.status()
     metric("requests_waiting", "gauge", "Requests waiting for a slot.", [("", st["requests_waiting"])])
     metric("slots_busy", "gauge", "Slots generating now.", [("", st["slots_processing"])])
@@ -933,13 +1043,14 @@ async def generation(request, model: LLM, pool: SlotPool, kind: str):
 
 # %% ../nbs/3_23_serve.ipynb #5961d5fe
 def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: int = 32, api_key: str | None = None,
-             pooling: str | None = None):
+             pooling: str | None = None, n_batch: int = 128):
     """The FastAPI application serving `model` with `n_slots` sessions of `n_ctx` positions and a queue of `max_queue`;
-    with `api_key`, only to requests that carry it; embeddings pooled by `pooling` (default: the model's)."""
+    with `api_key`, only to requests that carry it; embeddings pooled by `pooling` (default: the model's); at most
+    `n_batch` tokens in one forward pass."""
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
-    pool = SlotPool(model, n_slots, n_ctx, max_queue)
+    pool = SlotPool(model, n_slots, n_ctx, max_queue, n_batch)
     pool.metrics = Metrics()
     app = FastAPI(title="llmbook", version=__import__("llmbook").__version__)
     app.state.pool, app.state.model = pool, model
@@ -1035,6 +1146,8 @@ def serve_args(p):
     p.add_argument("--threads", "-t", type=int, default=None, metavar="N", help="threads for the kernels (default: all cores)")
     p.add_argument("--parallel", "-np", type=int, default=2, metavar="N",
                    help="slots: requests served at once, each with its own KV cache (default 2)")
+    p.add_argument("--batch-size", "-b", type=int, default=128, metavar="N",
+                   help="most tokens in one forward pass: every busy slot's next token, then chunks of new prompts (default 128)")
     p.add_argument("--queue", type=int, default=32, metavar="N", help="requests that may wait for a slot; more get 503 (default 32)")
     p.add_argument("--kernels", default=None, choices=["auto", "avx2", "float"], help="matrix kernels (default: the best this CPU has)")
     p.add_argument("--cache-type", default="f16", choices=["f16", "f32"],
@@ -1048,9 +1161,10 @@ def serve_args(p):
 
 # %% ../nbs/3_23_serve.ipynb #12fd19bb
 def warm_up(model: LLM):
-    "Run both paths of the forward pass once (a batch and one token), so kernels are ready before the first client."
-    cache = model.new_cache(4)
-    model.forward([1, 2], cache, n_out=1); model.forward([3], cache)
+    "Run every path of the forward pass once (a batch, one token, two caches), so kernels are ready before the first client."
+    cache, other = model.new_cache(4), model.new_cache(4)
+    model.forward([1, 2], cache, n_out=1); model.forward([3], cache); model.forward([3], other)
+    if hasattr(model.engine, "forward_batch"): model.engine.forward_batch([(np.array([4]), cache, 1), (np.array([5]), other, 1)])
 
 def run_serve(args) -> int:
     try:
@@ -1062,11 +1176,12 @@ def run_serve(args) -> int:
     # one answer per request, whatever else the server runs (chapter 16): on for every kernel set
     model = load(args.model, n_threads=args.threads, n_ctx=args.n_ctx, kernels=kernels, deterministic=True,
                  cache_type=args.cache_type)
-    app = make_app(model, args.parallel, args.n_ctx, args.queue, api_key=args.api_key, pooling=args.pooling)
+    app = make_app(model, args.parallel, args.n_ctx, args.queue, api_key=args.api_key, pooling=args.pooling,
+                   n_batch=args.batch_size)
     warm_up(model)
     pool = app.state.pool
     print(f"llmbook serve: {model_name(model)} on http://{args.host}:{args.port}/v1 "
-          f"({len(pool.slots)} slots of {pool.n_ctx} tokens, queue {pool.max_queue}"
+          f"({len(pool.slots)} slots of {pool.n_ctx} tokens, batches of {pool.batcher.n_batch}, queue {pool.max_queue}"
           f"{', API key required' if args.api_key else ''})", file=sys.stderr, flush=True)
     import uvicorn
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
