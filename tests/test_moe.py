@@ -191,12 +191,12 @@ def test_model_without_families_says_how_to_open_it(fixture_file, case):
     m = Model(GGUFFile(path), families=moe.FAMILIES)
     assert m.config.experts.n_expert == fixture(case, "F16")["writer"]["n_expert"]
     with GGUFFile(path) as g:                     # the same file under an architecture no family runs
-        w = GGUFWriter(path.with_name("other_arch.gguf"), arch="gpt-oss")
+        w = GGUFWriter(path.with_name("other_arch.gguf"), arch="deepseek2")
         for k, v in g.metadata.items():
             if k not in w.metadata: w.add(k, v, g.metadata_types[k])
         for n in g.tensors: w.add_tensor(n, g.qtensor(n))
         other = w.write()
-    with pytest.raises(UnsupportedModelError, match="'gpt-oss' is not supported; llmbook runs llama, .*qwen3moe"):
+    with pytest.raises(UnsupportedModelError, match="'deepseek2' is not supported; llmbook runs llama, .*qwen3moe"):
         Model(GGUFFile(other), families=moe.FAMILIES)
 
 # ---------------------------------------------------------------- the CLI and chat

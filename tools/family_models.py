@@ -1,5 +1,5 @@
 """Small random-weight GGUF files of the model families llama.cpp runs (issue 15): llama (optionally with
-Mistral's `llama.attention.sliding_window`), qwen2, qwen3, phi3, gemma2, qwen3moe and olmoe (issue 28), each with that family's real tensor
+Mistral's `llama.attention.sliding_window`), qwen2, qwen3, phi3, gemma2, qwen3moe, olmoe and gpt-oss (issue 28), each with that family's real tensor
 names, shapes, types and metadata keys (read from llama.cpp's src/models/<arch>.cpp and src/llama-model.cpp;
 see /work/notes/families.md), written by llmbook's own `GGUFWriter`.
 
@@ -30,10 +30,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
 
-FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "qwen3moe", "olmoe")
-WTYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "IQ4_NL", "IQ4_XS")
+FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "qwen3moe", "olmoe", "gpt-oss")
+WTYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "IQ4_NL", "IQ4_XS", "MXFP4")
 # general.file_type ids (llama_ftype) for the header; for display only, llama.cpp reads each tensor's own type
-FILE_TYPE_IDS = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "Q4_K": 15, "Q4_K_M": 15, "Q5_K": 17, "Q6_K": 18,
+FILE_TYPE_IDS = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "MXFP4": 38, "Q4_K": 15, "Q4_K_M": 15, "Q5_K": 17, "Q6_K": 18,
                  "IQ4_NL": 25, "IQ4_XS": 30}
 KVALUES_IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
 DEFAULT_NAME = "llmbook family test"   # never "phi3"/"phi-3": llama.cpp keys token attributes off general.name
@@ -209,6 +209,7 @@ def write_family_model(path, arch: str, *,
                        n_expert_used: int = 2,           # qwen3moe: expert_used_count (top-k)
                        n_ff_exp: int | None = None,      # qwen3moe: expert_feed_forward_length (None: n_ff)
                        router_gain: float = 2.0,         # qwen3moe: router (ffn_gate_inp) std is router_gain/sqrt(n_embd)
+                       expert_gain: float = 1.0,         # gpt-oss: gate/up experts' std is expert_gain/sqrt(n_embd) (the clamp at 7 bites)
                        name: str = DEFAULT_NAME) -> Path:
     "Write a small random `arch` GGUF at `path` as llama.cpp's converter lays that family out; returns the path."
     from llmbook.gguf import GGUFWriter, GGUFValueType
@@ -231,7 +232,7 @@ def write_family_model(path, arch: str, *,
         raise ValueError(f"{arch}: llama.cpp shapes attn_q/attn_output as n_embd x n_embd, so n_heads * head_dim must be n_embd")
     tied = (arch in ("qwen2", "qwen3", "gemma2")) if tied is None else tied
     if arch == "gemma2" and not tied: raise ValueError("gemma2: llama.cpp always ties the output to token_embd (no output.weight)")
-    qkv_bias = (arch == "qwen2") if qkv_bias is None else qkv_bias
+    qkv_bias = (arch in ("qwen2", "gpt-oss")) if qkv_bias is None else qkv_bias
     fused_qkv = (arch == "phi3") if fused_qkv is None else fused_qkv
     n_rot = rope_dim or hd
     if arch != "phi3" and n_rot != hd: raise ValueError("rope_dim is a phi3 option (llama.cpp asserts n_rot == head_dim elsewhere)")
@@ -240,7 +241,7 @@ def write_family_model(path, arch: str, *,
         raise ValueError(f"{arch}: llama.cpp reads no sliding window for this arch")
     if rope_base is None: rope_base = 1e6 if arch in ("qwen2", "qwen3", "qwen3moe") else 10000.0
     if moe and arch != "llama": raise ValueError("moe=True is the llama (Mixtral) option; qwen3moe always has experts")
-    experts = arch in ("qwen3moe", "olmoe") or moe
+    experts = arch in ("qwen3moe", "olmoe", "gpt-oss") or moe
     if arch == "olmoe" and not q_dim == kv_dim == n_embd:   # llama.cpp: attn_q_norm and attn_k_norm are n_embd long
         raise ValueError("olmoe: n_heads * head_dim and n_kv_heads * head_dim must both be n_embd")
     if experts and not 0 < n_expert_used <= n_expert: raise ValueError("need 0 < n_expert_used <= n_expert")
@@ -275,6 +276,10 @@ def write_family_model(path, arch: str, *,
         a("attention.key_length", hd); a("attention.value_length", hd)
         if arch == "qwen3moe":   # convert_hf_to_gguf's Qwen3MoeModel: the dense n_ff stays in feed_forward_length
             a("expert_count", n_expert); a("expert_used_count", n_expert_used); a("expert_feed_forward_length", n_ff_exp)
+    elif arch == "gpt-oss":    # convert_hf_to_gguf's GptOssModel
+        a("attention.key_length", hd); a("attention.value_length", hd)
+        a("expert_count", n_expert); a("expert_used_count", n_expert_used); a("expert_feed_forward_length", n_ff_exp)
+        a("attention.sliding_window", 128 if sliding_window is None else sliding_window)
     elif arch == "olmoe":      # convert_hf_to_gguf's OlmoeModel: feed_forward_length is the expert size
         a("expert_count", n_expert); a("expert_used_count", n_expert_used)
     elif arch == "phi3":
@@ -306,12 +311,16 @@ def write_family_model(path, arch: str, *,
         x = (rng_for(tname).standard_normal((rows, cols)) * std).astype(np.float32)
         if shape is not None: x = x.reshape(shape)      # 3-D expert tensors: (n_expert, rows, cols)
         t = q4_k_m_type(tname, n_layers, tied) if wtype == "Q4_K_M" else wtype
+        if wtype == "MXFP4": t = "MXFP4" if "_exps." in tname else "Q8_0"   # gpt-oss's files: experts MXFP4
         if t == "IQ4_NL": q = QTensor(iq4_nl_blocks(x), GGMLType.IQ4_NL, x.shape)
         elif t == "IQ4_XS":
             if cols % 256: raise ValueError(f"{tname}: rows of {cols} are not whole IQ4_XS blocks of 256")
             q = QTensor(iq4_xs_blocks(x), GGMLType.IQ4_XS, x.shape)
         elif t == "F32": q = x
         elif t == "F16": q = x.astype(np.float16)
+        elif t == "MXFP4":
+            from llmbook.moe import quantize_mxfp4
+            q = quantize_mxfp4(x)
         else: q = quantize(x, t)
         w.add_tensor(tname, q)
     def vec(tname, n, mean=1.0, std=0.1):
@@ -350,16 +359,25 @@ def write_family_model(path, arch: str, *,
             vec(p + "attn_q_norm.weight", q_dim); vec(p + "attn_k_norm.weight", kv_dim)
         mat(p + "attn_output.weight", n_embd, q_dim, q_dim**-0.5)
         if arch == "gemma2": vec(p + "post_attention_norm.weight", n_embd)
-        vec(p + "ffn_norm.weight", n_embd)
+        if arch == "gpt-oss":   # output bias, one sink logit per head, and the FFN's norm under gemma's name
+            vec(p + "attn_output.bias", n_embd, 0.0, 0.1); vec(p + "attn_sinks.weight", n_heads, 0.0, 1.0)
+            vec(p + "post_attention_norm.weight", n_embd)
+        else: vec(p + "ffn_norm.weight", n_embd)
         if arch == "phi3": mat(p + "ffn_up.weight", 2 * n_ff, n_embd, n_embd**-0.5)   # [gate; up], gate first
         elif experts:
             # the router stays F32 (llama.cpp's quantizer never quantizes ffn_gate_inp); experts are 3-D tensors,
             # GGUF dims {n_embd, n_ff_exp, n_expert}: numpy shape (n_expert, n_ff_exp, n_embd), one expert a row slice
             router = p + "ffn_gate_inp.weight"
             w.add_tensor(router, (rng_for(router).standard_normal((n_expert, n_embd)) * router_gain * n_embd**-0.5).astype(np.float32))
-            mat(p + "ffn_gate_exps.weight", n_expert * n_ff_exp, n_embd, n_embd**-0.5, (n_expert, n_ff_exp, n_embd))
-            mat(p + "ffn_up_exps.weight", n_expert * n_ff_exp, n_embd, n_embd**-0.5, (n_expert, n_ff_exp, n_embd))
+            g = expert_gain * n_embd**-0.5 if arch == "gpt-oss" else n_embd**-0.5
+            mat(p + "ffn_gate_exps.weight", n_expert * n_ff_exp, n_embd, g, (n_expert, n_ff_exp, n_embd))
+            mat(p + "ffn_up_exps.weight", n_expert * n_ff_exp, n_embd, g, (n_expert, n_ff_exp, n_embd))
             mat(p + "ffn_down_exps.weight", n_expert * n_embd, n_ff_exp, n_ff_exp**-0.5, (n_expert, n_embd, n_ff_exp))
+            if arch == "gpt-oss":   # biases on the router and on every expert's three matrices (F32, 2-D for experts)
+                vec(router[:-6] + "bias", n_expert, 0.0, 0.5)
+                for x, n in (("gate", n_ff_exp), ("up", n_ff_exp), ("down", n_embd)):
+                    t = p + f"ffn_{x}_exps.bias"
+                    w.add_tensor(t, (0.5 * rng_for(t).standard_normal((n_expert, n))).astype(np.float32))
             continue
         else:
             mat(p + "ffn_gate.weight", n_ff, n_embd, n_embd**-0.5)

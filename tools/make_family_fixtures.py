@@ -1,6 +1,6 @@
 """Make tests/fixtures/family_<case>_<wtype>.json: llama.cpp's logits on small random-weight files of each model
 family of issue 15 (llama, llama with a sliding-window key, qwen2, qwen3, phi3 with and without LongRoPE, gemma2)
-and of issue 28 (mixtures of experts: qwen3moe, mixtral (a llama file with experts), olmoe).
+and of issue 28 (mixtures of experts: qwen3moe, mixtral (a llama file with experts), olmoe, gpt-oss).
 
 Run with a Python that has llama-cpp-python (never a dependency of llmbook):
 
@@ -77,9 +77,14 @@ CASES = {
     # OLMoE-1B-7B-like: llama's block with one RMSNorm over all of q and one over all of k (n_embd long: no GQA),
     # NeoX RoPE, 16 experts of feed_forward_length 256, 4 used, weights not renormalized
     "olmoe": dict(arch="olmoe", n_kv_heads=4, n_expert=16, n_expert_used=4, n_ff=256),
+    # gpt-oss-20b-like: biased q/k/v/o, a sink logit per head, window 8 on even layers (gpt-oss: 128), YaRN factor 32
+    # over 4096 (rope base 150000), 8 experts of 256 with biases, 2 used, top-2 logits softmaxed, swiglu_oai; gate/up
+    # weights 2x (some values beyond the clamp at 7); also in MXFP4 (experts MXFP4, other matrices Q8_0)
+    "gptoss": dict(arch="gpt-oss", n_expert=8, n_expert_used=2, n_ff=256, sliding_window=8, rope_yarn=[32.0, 4096],
+                   n_ctx_train=131072, rope_base=150000.0, norm_eps=1e-5, expert_gain=2.0),
 }
 WTYPES = ("F16", "Q4_K_M")
-EXTRA = [("llama", "IQ4_NL"), ("llama", "IQ4_XS"), ("qwen2", "IQ4_NL")]
+EXTRA = [("llama", "IQ4_NL"), ("llama", "IQ4_XS"), ("qwen2", "IQ4_NL"), ("gptoss", "MXFP4")]
 ABOUT = {
     "llama": "plain llama (untied, normal RoPE): the baseline llmbook already runs",
     "llama_swa": "llama.attention.sliding_window = 8 on a llama file: llama.cpp ignores it (llama arch has no SWA); "
@@ -103,6 +108,10 @@ ABOUT = {
     "olmoe": "olmoe: attn_q_norm/attn_k_norm of n_embd (RMSNorm over the whole q and k rows, before the split into "
              "heads), NeoX RoPE, 4 heads = 4 KV heads, ffn_gate_inp (F32) and 16 experts of feed_forward_length 256, softmax "
              "over all 16, top 4, not renormalized, untied output",
+    "gptoss": "gpt-oss: attn_q/k/v/output biases, attn_sinks (one logit per head in the softmax), sliding window 8 on "
+              "even layers, NeoX RoPE with YaRN (factor 32, original context 4096, base 150000), post_attention_norm as "
+              "the FFN norm, ffn_gate_inp with bias, 8 experts of 256 with biases, 2 used (top-2 logits, softmax over "
+              "them), swiglu_oai (alpha 1.702, limit 7), untied output",
     "mixtral": "mixtral: a llama file (normal RoPE, untied) with llama.expert_count 8 and expert_used_count 2: "
                "ffn_gate_inp (F32) and ffn_gate_exps/ffn_up_exps/ffn_down_exps of feed_forward_length 256, softmax "
                "over all 8, top 2, renormalized",
