@@ -106,7 +106,8 @@ def test_gptoss_plan_matches_the_numpy_block(gptoss_file, kernels):
     got, one = np.empty_like(h), np.empty((1, 256), np.float32)
     plan(h, got); plan(h[4:5], one)
     scale = np.abs(want).max()
-    assert np.abs(got - want).max() / scale < 1e-5 and np.array_equal(one[0], got[4])   # MXFP4 and F32 router: float kernels
+    tol = 1e-5 if kernels == "float" else 3e-2     # float32 rounding; 8-bit activations (the integer MXFP4 kernel, as llama.cpp)
+    assert np.abs(got - want).max() / scale < tol and np.array_equal(one[0], got[4])
 
 def test_sink_scale_kernel_matches_numpy():
     "Plain attention then `scale_by_sinks` equals `attention_with_sinks`, windowed, with GQA, on an f32 and an f16 cache."
