@@ -6,14 +6,16 @@
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
            'V8I32', 'V8F32', 'BLOCK_DOTS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS', 'ROW_PAIRS',
            'GEMM_ROWS', 'MATVEC', 'GEMM', 'NIBBLES', 'CRUMBS', 'X8_BYTES', 'V8I16', 'V8I8', 'V8F16', 'INTERLEAVED',
-           'X6_BYTES', 'host_features', 'target_features', 'has_vnni', 'kernel_set', 'F32x8', 'vzero', 'vsum', 'to_f16',
-           'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
-           'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k',
-           'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k',
-           'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs',
-           'BlockMatrix', 'load_u32', 'store_u32', 'repack_q4_k_x8', 'q4_k_x8_dot', 'vstore', 'matvec_q4_k_x8',
-           'gemm_q4_k_x8', 'InterleavedMatrix', 'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot',
-           'matvec_q6_k_x8', 'gemm_q6_k_x8']
+           'X6_BYTES', 'X40_BYTES', 'X50_BYTES', 'X0_GROUP', 'X0_OFFSET', 'host_features', 'target_features',
+           'has_vnni', 'kernel_set', 'F32x8', 'vzero', 'vsum', 'to_f16', 'quantize_q8', 'block_dot_codegen',
+           'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1', 'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0',
+           'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k', 'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1',
+           'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k', 'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k',
+           'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs', 'BlockMatrix', 'load_u32', 'store_u32',
+           'repack_q4_k_x8', 'q4_k_x8_dot', 'vstore', 'matvec_q4_k_x8', 'gemm_q4_k_x8', 'InterleavedMatrix',
+           'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot', 'matvec_q6_k_x8', 'gemm_q6_k_x8',
+           'repack_q4_0_x8', 'repack_q5_0_x8', 'x0_x8_dot', 'matvec_q4_0_x8', 'matvec_q5_0_x8', 'gemm_q4_0_x8',
+           'gemm_q5_0_x8']
 
 # %% ../nbs/2_13_int8.ipynb #66f44c31
 import os, platform
@@ -774,7 +776,7 @@ def gemm_q4_k_x8(wp, n_rows, X, out, col0):
 INTERLEAVED = {GGMLType.Q4_K: (repack_q4_k_x8, matvec_q4_k_x8, gemm_q4_k_x8)}   # type -> (repack, matvec, gemm)
 
 class InterleavedMatrix(BlockMatrix):
-    "K-quant matrices repacked once, 8 rows interleaved, for kernels whose vector lanes are rows."
+    "Matrices repacked once, 8 rows interleaved, for kernels whose vector lanes are rows."
     def __init__(self, *tensors: QTensor):
         super().__init__(*tensors)
         if self.type not in INTERLEAVED or self.n_rows % 8:
@@ -894,3 +896,113 @@ def gemm_q6_k_x8(wp, n_rows, X, out, col0):
                 vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
 
 INTERLEAVED[GGMLType.Q6_K] = (repack_q6_k_x8, matvec_q6_k_x8, gemm_q6_k_x8)
+
+# %% ../nbs/2_13_int8.ipynb #052db178
+X40_BYTES, X50_BYTES = 160, 192   # one group: 8 rows x one block of 32 weights (Q4_0: 8 x 18 bytes in the file, Q5_0: 8 x 22)
+X0_GROUP = tuple({2: X40_BYTES, 6: X50_BYTES}.get(i, 0) for i in range(24))   # by type id
+X0_OFFSET = tuple({2: 8, 6: 16}.get(i, 0) for i in range(24))                 # a level l means (l - offset) * d
+
+@njit(cache=True, parallel=True)
+def _repack_x0(kind, w, rows_at, n_cols):
+    numba.literally(kind)
+    size, group, fifth = (18, X40_BYTES, False) if kind == 2 else (22, X50_BYTES, True)
+    qs_at = 6 if fifth else 2                              # Q5_0: d, 4 bytes of fifth bits, then the nibbles
+    nb, n_groups = n_cols // 32, rows_at.size // 8
+    out = np.empty(n_groups * nb * group, np.uint8)
+    d = out.view(np.float32)
+    for g in prange(n_groups):
+        for b in range(nb):
+            o = (g * nb + b) * group
+            for r in range(8):
+                src = rows_at[8 * g + r] + size * b
+                d[(o + group - 32) // 4 + r] = f16_at(w, src)
+                for h in range(4): store_u32(out, o + 32 * h + 4 * r, load_u32(w, src + qs_at + 4 * h))
+                if fifth:                                  # bits 16 half + 4h .. +3 of qh: row r's 4 bits of word (h, half)
+                    qh = load_u32(w, src + 2)
+                    for v in range(8):
+                        bits = ((qh >> np.uint32(16 * (v % 2) + 4 * (v // 2))) & np.uint32(15)) << np.uint32(4 * r)
+                        store_u32(out, o + 128 + 4 * v, bits | (load_u32(out, o + 128 + 4 * v) if r else np.uint32(0)))
+    return out
+
+@njit(cache=True)
+def repack_q4_0_x8(w, rows_at, n_cols): return _repack_x0(2, w, rows_at, n_cols)
+@njit(cache=True)
+def repack_q5_0_x8(w, rows_at, n_cols): return _repack_x0(6, w, rows_at, n_cols)
+
+# %% ../nbs/2_13_int8.ipynb #4deacaeb
+def _dot_pair(builder, total, u0, s0, u1, s1):
+    "total + u0 . s0 + u1 . s1 (unsigned by signed bytes, in groups of 4 into 32-bit lanes): two vpdpbusd, or AVX2's four."
+    if has_vnni():
+        dp = lambda acc, u, s: _x86(builder, "llvm.x86.avx512.vpdpbusd.256", V8I32, acc, u, s)
+        return dp(dp(total, u0, s0), u1, s1)
+    pairs = builder.add(_maddubs(builder, u0, s0), _maddubs(builder, u1, s1))
+    return builder.add(total, _madd(builder, pairs, _const(V16I16, 1)))
+
+@intrinsic
+def x0_x8_dot(typingctx, kind, acc, w, wo, xq, xo, sums32, so, dx):
+    "acc + dx * (the 8 rows of the Q4_0/Q5_0 group at byte wo of w) . (the 32 activations at xq[xo:]), one row per lane."
+    if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in (2, 6): return None
+    fifth, group, off = kind.literal_value == 6, X0_GROUP[kind.literal_value], X0_OFFSET[kind.literal_value]
+    def codegen(context, builder, sig, args):
+        _, acc, w, wo, xq, xo, s32, so, dx = args
+        pw, px = _byte_ptr(context, builder, sig.args[2], w, wo), _byte_ptr(context, builder, sig.args[4], xq, xo)
+        ps = _byte_ptr(context, builder, sig.args[6], s32, builder.mul(so, ir.Constant(so.type, 2)))
+        total = ir.Constant(V8I32, [0] * 8)
+        for h in range(4):
+            q = _at(builder, pw, 32 * h, V32I8)
+            lo, hi = builder.and_(q, _const(V32I8, 15)), builder.lshr(q, _const(V32I8, 4))
+            if fifth:
+                lo = builder.or_(lo, _bits_to_bytes(builder, _at(builder, pw, 128 + 8 * h, I32), 16))
+                hi = builder.or_(hi, _bits_to_bytes(builder, _at(builder, pw, 132 + 8 * h, I32), 16))
+            total = _dot_pair(builder, total, lo, _broadcast4(builder, px, 4 * h), hi, _broadcast4(builder, px, 16 + 4 * h))
+        xsum = builder.mul(builder.sext(_at(builder, ps, 0, I16), I32), ir.Constant(I32, off))
+        total = builder.sub(total, _splat(builder, xsum, V8I32))                 # the levels' offset: off x sum(x)
+        d = builder.fmul(_at(builder, pw, group - 32, V8F32), _splat(builder, dx, V8F32))
+        return _x86(builder, "llvm.fma.v8f32", V8F32, builder.sitofp(total, V8F32), d, acc)
+    return f32x8(kind, acc, w, wo, xq, xo, sums32, so, dx), codegen
+
+# %% ../nbs/2_13_int8.ipynb #bf33c499
+@njit(cache=True, parallel=True)
+def _matvec_x0(kind, wp, n_rows, x, out):
+    numba.literally(kind)
+    nb, group = x.size // 32, X0_GROUP[kind]
+    xq, xd, xb = quantize_q8(x.reshape(1, -1), 32)
+    s32 = _sums32(xb)
+    for g in prange(n_rows // 8):
+        acc = vzero()
+        for b in range(nb): acc = x0_x8_dot(kind, acc, wp, (g * nb + b) * group, xq, 32 * b, s32, b, xd[0, b])
+        vstore(acc, out, 8 * g)
+
+@njit(cache=True, parallel=True)
+def _gemm_x0(kind, wp, n_rows, X, out, col0):
+    numba.literally(kind)
+    n, k = X.shape
+    nb, n_groups, last, group = k // 32, n_rows // 8, n - 1, X0_GROUP[kind]
+    xq, xd, xb = quantize_q8(X, 32)
+    s32 = _sums32(xb)
+    for tile in prange((n_groups + 1) // 2):
+        for t0 in range(0, n, 4):                     # four tokens at a time (the last repeated past the end)
+            t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
+            for g in range(2 * tile, min(2 * tile + 2, n_groups)):
+                a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
+                for b in range(nb):
+                    wo = (g * nb + b) * group
+                    a0 = x0_x8_dot(kind, a0, wp, wo, xq, k * t0 + 32 * b, s32, nb * t0 + b, xd[t0, b])
+                    a1 = x0_x8_dot(kind, a1, wp, wo, xq, k * t1 + 32 * b, s32, nb * t1 + b, xd[t1, b])
+                    a2 = x0_x8_dot(kind, a2, wp, wo, xq, k * t2 + 32 * b, s32, nb * t2 + b, xd[t2, b])
+                    a3 = x0_x8_dot(kind, a3, wp, wo, xq, k * t3 + 32 * b, s32, nb * t3 + b, xd[t3, b])
+                vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
+                vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
+
+# %% ../nbs/2_13_int8.ipynb #c2d4cddd
+@njit(cache=True)
+def matvec_q4_0_x8(wp, n_rows, x, out): _matvec_x0(2, wp, n_rows, x, out)
+@njit(cache=True)
+def matvec_q5_0_x8(wp, n_rows, x, out): _matvec_x0(6, wp, n_rows, x, out)
+@njit(cache=True)
+def gemm_q4_0_x8(wp, n_rows, X, out, col0): _gemm_x0(2, wp, n_rows, X, out, col0)
+@njit(cache=True)
+def gemm_q5_0_x8(wp, n_rows, X, out, col0): _gemm_x0(6, wp, n_rows, X, out, col0)
+
+INTERLEAVED[GGMLType.Q4_0] = (repack_q4_0_x8, matvec_q4_0_x8, gemm_q4_0_x8)
+INTERLEAVED[GGMLType.Q5_0] = (repack_q5_0_x8, matvec_q5_0_x8, gemm_q5_0_x8)

@@ -7,17 +7,18 @@ from llmbook.tensors import GGMLType
 from llmbook.kernels import random_qtensor
 from llmbook.quants import dequantize
 from llmbook.int8 import (BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, repack_q4_k_x8, X8_BYTES,
-                          repack_q6_k_x8, X6_BYTES)
+                          repack_q6_k_x8, X6_BYTES, repack_q4_0_x8, repack_q5_0_x8, X40_BYTES, X50_BYTES)
 
 pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="this CPU has no AVX2: the integer kernels cannot run here")
 
-@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K"])
-@pytest.mark.parametrize("rows,cols,n_tok", [(8, 256, 1), (24, 512, 3), (96, 1024, 9), (64, 2048, 64)])
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q5_0"])
+@pytest.mark.parametrize("rows,cols,n_tok", [(8, 256, 1), (24, 512, 3), (96, 1024, 9), (64, 2048, 64), (16, 640, 5)])
 def test_interleaved_equals_in_place(kind, rows, cols, n_tok):
+    block, group = {"Q4_K": (256, X8_BYTES), "Q6_K": (256, X6_BYTES), "Q4_0": (32, X40_BYTES), "Q5_0": (32, X50_BYTES)}[kind]
+    if cols % block: pytest.skip(f"{kind} rows are whole blocks of {block}")
     qt = random_qtensor(kind, (rows, cols), rows + cols)
     inter, inplace = block_matrix(qt), BlockMatrix(qt)
-    group = {"Q4_K": X8_BYTES, "Q6_K": X6_BYTES}[kind]
-    assert isinstance(inter, InterleavedMatrix) and inter.packed.size == rows // 8 * cols // 256 * group
+    assert isinstance(inter, InterleavedMatrix) and inter.packed.size == rows // 8 * cols // block * group
     X = np.random.default_rng(n_tok).standard_normal((n_tok, cols)).astype(np.float32) * 3
     ref = inplace.matmul(X)
     tol = 1e-5 * np.abs(ref).max()     # the same integer sums per block, their float sum in another order: float32 rounding
@@ -63,12 +64,34 @@ def test_q6_k_repack_layout_of_one_group():
             np.testing.assert_array_equal((v & 15) | ((hb & 3) << 4), lev[:, 32 * j + 4 * h:32 * j + 4 * h + 4])
             np.testing.assert_array_equal((v >> 4) | (((hb >> 2) & 3) << 4), lev[:, 32 * j + 16 + 4 * h:32 * j + 20 + 4 * h])
 
+@pytest.mark.parametrize("kind", ["Q4_0", "Q5_0"])
+def test_x0_repack_layout_of_one_group(kind):
+    "Byte by byte against chapter 13's Q4_0/Q5_0 table: the file's nibble bytes per row, fifth bits regrouped, d as float32."
+    size, qs, repack, group = {"Q4_0": (18, 2, repack_q4_0_x8, X40_BYTES), "Q5_0": (22, 6, repack_q5_0_x8, X50_BYTES)}[kind]
+    qt = random_qtensor(kind, (8, 64), 9)
+    raw = np.asarray(qt.data).reshape(8, 2, size)
+    p = repack(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 2 * size, 64)
+    assert p.size == 2 * group
+    for b in range(2):
+        g = p[group * b:group * (b + 1)]
+        assert g[:128].reshape(4, 8, 4).transpose(1, 0, 2).tobytes() == raw[:, b, qs:qs + 16].tobytes()
+        np.testing.assert_array_equal(g[group - 32:].view(np.float32), raw[:, b, :2].copy().view(np.float16)[:, 0].astype(np.float32))
+        if kind == "Q5_0":
+            qh = raw[:, b, 2:6].copy().view(np.uint32)[:, 0].astype(np.int64)
+            words = g[128:160].view(np.uint32).astype(np.int64)            # word 2h + half
+            for v in range(8):
+                h, half = v // 2, v % 2
+                want = sum(((qh[r] >> (16 * half + 4 * h)) & 15) << (4 * r) for r in range(8))
+                assert words[v] == want, (b, v)
+
 def test_block_matrix_chooses():
     q4k, q6k = random_qtensor("Q4_K", (12, 256), 1), random_qtensor("Q6_K", (16, 256), 2)
     assert type(block_matrix(q4k)) is BlockMatrix                           # 12 rows: not whole groups of 8
     assert type(block_matrix(q4k, random_qtensor("Q4_K", (4, 256), 3))) is InterleavedMatrix   # 16 rows stacked
     assert type(block_matrix(q6k)) is InterleavedMatrix
     assert type(block_matrix(random_qtensor("Q5_K", (16, 256), 5))) is BlockMatrix    # no interleaved kernel
+    assert type(block_matrix(random_qtensor("Q5_0", (16, 640), 6))) is InterleavedMatrix
+    assert type(block_matrix(random_qtensor("Q8_0", (16, 640), 7))) is BlockMatrix
     m = block_matrix(random_qtensor("Q4_K", (16, 256), 4))
     np.testing.assert_array_equal(m.rows([3, 0]), BlockMatrix(random_qtensor("Q4_K", (16, 256), 4)).rows([3, 0]))  # rows: the file's blocks
 
