@@ -116,7 +116,7 @@ def _model_args(p: argparse.ArgumentParser):
                    help="matrix kernels: avx2 (integer dot products) or float; "
                         "default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
     p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
-                   help="how the KV cache stores keys and values: f16 (default, as llama.cpp) or f32 (twice the memory)")
+                   help="how the KV cache stores keys and values: f16 (default, as llama.cpp), f32 (twice the memory) or q8_0 (about half of f16's)")
 
 # %% ../nbs/3_22_cli.ipynb #027471ff
 def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
@@ -320,7 +320,7 @@ def perplexity_args(p: argparse.ArgumentParser):
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels (default auto: the best this CPU has)")
     p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
-                   help="how the KV cache stores keys and values: f16 (default) or f32 (twice the memory)")
+                   help="how the KV cache stores keys and values: f16 (default), f32 or q8_0")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
 
 def _read_text(arg) -> str:

@@ -15,7 +15,7 @@ from .generate import LLM, Session, ChatTemplateError, common_prefix
 from .loading import load
 from .grammar import GrammarError, as_grammar, json_schema_to_grammar
 from .generate import render_chat
-from .kvcache import ContextFullError
+from .kvcache import CACHE_TYPES, ContextFullError
 
 # %% auto #0
 __all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'EMBEDDING_FIELDS', 'COMPLETION_FIELDS', 'MESSAGE_FIELDS', 'GENERATE_ARGS',
@@ -1150,8 +1150,9 @@ def serve_args(p):
                    help="most tokens in one forward pass: every busy slot's next token, then chunks of new prompts (default 128)")
     p.add_argument("--queue", type=int, default=32, metavar="N", help="requests that may wait for a slot; more get 503 (default 32)")
     p.add_argument("--kernels", default=None, choices=["auto", "avx2", "float"], help="matrix kernels (default: the best this CPU has)")
-    p.add_argument("--cache-type", default="f16", choices=["f16", "f32"],
-                   help="how each slot's KV cache stores keys and values: f16 (default, as llama.cpp) or f32 (twice the memory)")
+    p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
+                   help="how each slot's KV cache stores keys and values: f16 (default, as llama.cpp), f32 (twice the "
+                        "memory) or q8_0 (about half of f16's)")
     p.add_argument("--api-key", default=os.environ.get("LLMBOOK_API_KEY") or None, metavar="KEY",
                    help="answer only requests with 'Authorization: Bearer KEY' (default: $LLMBOOK_API_KEY; none: open)")
     p.add_argument("--pooling", default=None, choices=["mean", "last", "cls"],
