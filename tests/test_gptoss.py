@@ -199,3 +199,28 @@ def test_chat_and_serve_run_the_family(gptoss_file, tmp_path, case):
     assert r.json()["choices"][0]["text"] == str(m.generate("the cat", max_tokens=5, temperature=0.0))
     r = client.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "max_tokens": 4, "temperature": 0})
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1, r.text
+
+# ---------------------------------------------------------------- harmony: the reasoning apart from the answer
+def test_harmony_reply_splits_the_channels(tmp_path):
+    "On a vocabulary with harmony's markers as control tokens: a plain decode drops them; harmony_reply splits the channels."
+    from llmbook.gguf import GGUFWriter
+    from llmbook.model import default_model_path
+    from llmbook.tokenizer import Tokenizer
+    marks = ["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|constrain|>", "<|call|>"]
+    with GGUFFile(default_model_path()) as f:          # SmolLM2's byte-level BPE (gpt-oss's is one too), markers added
+        w = GGUFWriter(tmp_path / "harmony.gguf", arch="gpt-oss")
+        for k, v in f.metadata.items():
+            if not k.startswith("tokenizer."): continue
+            extra = {"tokenizer.ggml.tokens": marks, "tokenizer.ggml.token_type": [3] * len(marks)}.get(k)
+            w.add(k, list(v) + extra if extra else v, f.metadata_types[k])
+        tokens = f.metadata["tokenizer.ggml.tokens"]
+    with GGUFFile(w.write()) as f: tok = Tokenizer.from_gguf(f)
+    reply = ("<|channel|>analysis<|message|>the user greets<|end|><|start|>assistant<|channel|>final<|message|>hello there")
+    ids = tok.encode(reply, add_special=False, parse_special=True)
+    assert sum(i >= len(tokens) for i in ids) == 6                       # its 6 markers are single control tokens
+    assert "<|channel|>" not in tok.decode(ids)                          # which a plain decode leaves out
+    assert moe.harmony_reply(tok, ids) == {"reasoning_content": "the user greets", "content": "hello there"}
+    assert moe.harmony_split("hello") == {"reasoning_content": "", "content": "hello"}
+    assert moe.harmony_split("<|channel|>analysis<|message|>so far") == {"reasoning_content": "so far", "content": ""}
+    assert moe.harmony_split("<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>final "
+                             "<|constrain|>json<|message|>{}") == {"reasoning_content": "", "content": "Checking.{}"}
