@@ -700,17 +700,23 @@ def q4_k_x8_dot(typingctx, acc, w, wo, xq, xo, sums32, so, dx):
         acc, w, wo, xq, xo, s32, so, dx = args
         pw, px = _byte_ptr(context, builder, sig.args[1], w, wo), _byte_ptr(context, builder, sig.args[3], xq, xo)
         ps = _byte_ptr(context, builder, sig.args[5], s32, builder.mul(so, ir.Constant(so.type, 2)))
-        total, pairs = ir.Constant(V8I32, [0] * 8), _mask([i // 2 for i in range(16)])
+        total, pairs, vnni = ir.Constant(V8I32, [0] * 8), _mask([i // 2 for i in range(16)]), has_vnni()
         for j in range(8):                                      # sub-block j: 32 weights of each row
-            s16 = None
+            s = ir.Constant(V8I32, [0] * 8) if vnni else None
             for h in range(4):
                 q = _at(builder, pw, 128 * j + 32 * h, V32I8)
                 lo, hi = builder.and_(q, _const(V32I8, 15)), builder.lshr(q, _const(V32I8, 4))
-                p = builder.add(_maddubs(builder, lo, _broadcast4(builder, px, 32 * j + 4 * h)),
-                                _maddubs(builder, hi, _broadcast4(builder, px, 32 * j + 4 * h + 16)))
-                s16 = p if s16 is None else builder.add(s16, p)        # 16-bit sums: at most 30 720
-            sc = builder.zext(_at(builder, pw, 1024 + 8 * j, V8I8), V8I16)
-            total = builder.add(total, _madd(builder, s16, builder.shuffle_vector(sc, sc, pairs)))   # row r's scale, twice
+                x0, x1 = _broadcast4(builder, px, 32 * j + 4 * h), _broadcast4(builder, px, 32 * j + 4 * h + 16)
+                if vnni:                                        # straight into 32-bit sums, one row per lane
+                    dp = lambda acc, u, v: _x86(builder, "llvm.x86.avx512.vpdpbusd.256", V8I32, acc, u, v)
+                    s = dp(dp(s, lo, x0), hi, x1)
+                    continue
+                p = builder.add(_maddubs(builder, lo, x0), _maddubs(builder, hi, x1))
+                s = p if s is None else builder.add(s, p)      # 16-bit sums: at most 30 720
+            if vnni: total = builder.add(total, builder.mul(s, builder.zext(_at(builder, pw, 1024 + 8 * j, V8I8), V8I32)))
+            else:
+                sc = builder.zext(_at(builder, pw, 1024 + 8 * j, V8I8), V8I16)
+                total = builder.add(total, _madd(builder, s, builder.shuffle_vector(sc, sc, pairs)))   # row r's scale, twice
         mins, both = ir.Constant(V8I32, [0] * 8), _mask([i // 2 + 8 * (i % 2) for i in range(16)])
         for j in range(0, 8, 2):                                # two sub-blocks' minimums against their two sums
             ma, mb = (builder.zext(_at(builder, pw, 1088 + 8 * i, V8I8), V8I16) for i in (j, j + 1))
