@@ -8,7 +8,7 @@ token, the router in F32, windows of 128 on even layers, YaRN (factor 32 over 40
 GGUF llama.cpp's converter makes from the MXFP4 checkpoint: experts MXFP4, the attention, embedding and output
 matrices Q8_0 (its n_embd 2880 is not a multiple of 256: no K-quants). The tokenizer is SmolLM2's (byte-level BPE,
 chat template) padded with reserved control tokens to gpt-oss's 201088 ids, so that the embedding and the output
-head have the real size. The text it makes is gibberish: speed only. About 4.4 GB, never committed.
+head have the real size. The text it makes is gibberish: speed only. 4.9 GB, never committed.
 
     .venv/bin/python bench/make_gptoss.py [OUT.gguf] [--layers 8]   # default /work/models/gptoss-8l-mxfp4.gguf
 
