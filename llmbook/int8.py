@@ -142,10 +142,14 @@ def _x86(builder, name, ret, *args):
 def _maddubs(builder, u, s): return _x86(builder, "llvm.x86.avx2.pmadd.ub.sw", V16I16, u, s)   # vpmaddubsw
 def _madd(builder, a, b): return _x86(builder, "llvm.x86.avx2.pmadd.wd", V8I32, a, b)          # vpmaddwd
 
+def _dpbusd(builder, acc, u, s):
+    "acc + u . s in each 32-bit lane (4 unsigned bytes of u times 4 signed bytes of s): VNNI's `vpdpbusd`."
+    return _x86(builder, "llvm.x86.avx512.vpdpbusd.256", V8I32, acc, u, s)
+
 def _dot_u8s8(builder, u, s):
     """32 unsigned bytes `u` times 32 signed bytes `s`, as eight 32-bit sums of four products: `vpmaddubsw` then
     `vpmaddwd` against ones, or one `vpdpbusd` where the CPU has VNNI (the same integers: see below)."""
-    if has_vnni(): return _x86(builder, "llvm.x86.avx512.vpdpbusd.256", V8I32, _const(V8I32, 0), u, s)
+    if has_vnni(): return _dpbusd(builder, _const(V8I32, 0), u, s)
     return _madd(builder, _maddubs(builder, u, s), _const(V16I16, 1))
 
 def _dot_s8s8(builder, a, b):
@@ -708,8 +712,7 @@ def q4_k_x8_dot(typingctx, acc, w, wo, xq, xo, sums32, so, dx):
                 lo, hi = builder.and_(q, _const(V32I8, 15)), builder.lshr(q, _const(V32I8, 4))
                 x0, x1 = _broadcast4(builder, px, 32 * j + 4 * h), _broadcast4(builder, px, 32 * j + 4 * h + 16)
                 if vnni:                                        # straight into 32-bit sums, one row per lane
-                    dp = lambda acc, u, v: _x86(builder, "llvm.x86.avx512.vpdpbusd.256", V8I32, acc, u, v)
-                    s = dp(dp(s, lo, x0), hi, x1)
+                    s = _dpbusd(builder, _dpbusd(builder, s, lo, x0), hi, x1)
                     continue
                 p = builder.add(_maddubs(builder, lo, x0), _maddubs(builder, hi, x1))
                 s = p if s is None else builder.add(s, p)      # 16-bit sums: at most 30 720
@@ -938,9 +941,7 @@ def repack_q5_0_x8(w, rows_at, n_cols): return _repack_x0(6, w, rows_at, n_cols)
 # %% ../nbs/2_13_int8.ipynb #4deacaeb
 def _dot_pair(builder, total, u0, s0, u1, s1):
     "total + u0 . s0 + u1 . s1 (unsigned by signed bytes, in groups of 4 into 32-bit lanes): two vpdpbusd, or AVX2's four."
-    if has_vnni():
-        dp = lambda acc, u, s: _x86(builder, "llvm.x86.avx512.vpdpbusd.256", V8I32, acc, u, s)
-        return dp(dp(total, u0, s0), u1, s1)
+    if has_vnni(): return _dpbusd(builder, _dpbusd(builder, total, u0, s0), u1, s1)
     pairs = builder.add(_maddubs(builder, u0, s0), _maddubs(builder, u1, s1))
     return builder.add(total, _madd(builder, pairs, _const(V16I16, 1)))
 
