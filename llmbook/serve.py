@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from .generate import LLM, Session, ChatTemplateError, common_prefix
 from .loading import load
 from .grammar import GrammarError, as_grammar, json_schema_to_grammar
-from .generate import render_chat
+from .generate import render_chat, Stream, is_harmony
 from .kvcache import CACHE_TYPES, ContextFullError
 
 # %% auto #0
@@ -717,6 +717,7 @@ class Job:
     slot: int | None = None
     tools: ToolPlan | None = None   # the request's tools, if the answer may be a call
     started: bool = False           # its thread has started (the slot is in its hands)
+    harmony: bool = False           # a chat of a harmony model (gpt-oss): reasoning_content apart from content
 
 def _generate(pool: SlotPool, slot: Slot, job: Job, put):
     "Thread body: generate `job` in `slot`, `put` each event; give the slot back, then `put` the last event."
@@ -727,6 +728,7 @@ def _generate(pool: SlotPool, slot: Slot, job: Job, put):
         else: s.reset(); s.pending = list(job.ids)       # the whole prompt runs, from position 0
         job.n_cached = len(job.ids) - len(s.pending)
         stream = s.generate([], stream=True, details=True, cancel=job.cancel, **job.kwargs)
+        if job.harmony: stream = Stream(s.harmony_turn(stream, details=True))   # chapter 09: the channels apart
         for step in stream:
             if job.t_first is None: job.t_first = time.perf_counter()
             put(("step", step))
@@ -831,7 +833,8 @@ async def prepare(request, model: LLM, pool: SlotPool, kind: str):
         if kwargs["grammar"] is None: del kwargs["grammar"]
     ids = await (asyncio.to_thread(chat_ids, model, req, plan) if kind == "chat" else asyncio.to_thread(completion_ids, model, req))
     check_fits(ids, pool.n_ctx)
-    return req, Job(ids, kwargs, reuse=req.cache_prompt is not False, tools=plan)
+    harmony = kind == "chat" and plan is None and is_harmony(model.gguf.metadata.get("tokenizer.chat_template"))
+    return req, Job(ids, kwargs, reuse=req.cache_prompt is not False, tools=plan, harmony=harmony)
 
 # %% ../nbs/3_23_serve.ipynb #aaf24d04
 async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, slot: Slot | None = None):
@@ -850,6 +853,7 @@ async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, sl
             if what == "step" and job.tools is None:
                 step = value
                 lp = [step] if with_lp and step.token is not None and not tok.is_eog(step.token) else []
+                if step.reasoning: yield chunk(delta={"reasoning_content": step.reasoning})
                 if step.piece or lp:
                     yield chunk(step.piece, [chat_logprob(tok, s) for s in lp] if kind == "chat" else lp)
             elif what == "done":
@@ -891,6 +895,7 @@ async def complete(request, model: LLM, pool: SlotPool, kind: str, req, job: Job
     if kind == "chat":
         lp = {"content": [chat_logprob(tok, s) for s in lp_steps]} if lp_steps is not None else None
         msg, finish = chat_message(str(c), job.tools, finish)
+        if job.harmony and c.reasoning: msg["reasoning_content"] = c.reasoning     # as llama-server: only when there is some
         choice = {"message": msg, "logprobs": lp, "finish_reason": finish}
         rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     else:

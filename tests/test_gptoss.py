@@ -174,7 +174,7 @@ def with_template(src, dst, template):
     with GGUFFile(src) as g:
         w = GGUFWriter(dst, arch=g.metadata["general.architecture"])
         for k, v in g.metadata.items():
-            if k not in w.metadata: w.add(k, v, g.metadata_types[k])
+            if k not in w.metadata and k != "tokenizer.chat_template": w.add(k, v, g.metadata_types[k])
         w.add("tokenizer.chat_template", template)
         for n in g.tensors: w.add_tensor(n, g.qtensor(n))
         return w.write()
@@ -201,20 +201,24 @@ def test_chat_and_serve_run_the_family(gptoss_file, tmp_path, case):
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1, r.text
 
 # ---------------------------------------------------------------- harmony: the reasoning apart from the answer
-def test_harmony_reply_splits_the_channels(tmp_path):
-    "On a vocabulary with harmony's markers as control tokens: a plain decode drops them; harmony_reply splits the channels."
+def marker_tokenizer(tmp_path):
+    "SmolLM2's byte-level BPE (gpt-oss's is one too) with harmony's markers added as control tokens; and its old tokens."
     from llmbook.gguf import GGUFWriter
     from llmbook.model import default_model_path
     from llmbook.tokenizer import Tokenizer
     marks = ["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|constrain|>", "<|call|>"]
-    with GGUFFile(default_model_path()) as f:          # SmolLM2's byte-level BPE (gpt-oss's is one too), markers added
+    with GGUFFile(default_model_path()) as f:
         w = GGUFWriter(tmp_path / "harmony.gguf", arch="gpt-oss")
         for k, v in f.metadata.items():
             if not k.startswith("tokenizer."): continue
             extra = {"tokenizer.ggml.tokens": marks, "tokenizer.ggml.token_type": [3] * len(marks)}.get(k)
             w.add(k, list(v) + extra if extra else v, f.metadata_types[k])
         tokens = f.metadata["tokenizer.ggml.tokens"]
-    with GGUFFile(w.write()) as f: tok = Tokenizer.from_gguf(f)
+    with GGUFFile(w.write()) as f: return Tokenizer.from_gguf(f), tokens
+
+def test_harmony_reply_splits_the_channels(tmp_path):
+    "On a vocabulary with harmony's markers as control tokens: a plain decode drops them; harmony_reply splits the channels."
+    tok, tokens = marker_tokenizer(tmp_path)
     reply = ("<|channel|>analysis<|message|>the user greets<|end|><|start|>assistant<|channel|>final<|message|>hello there")
     ids = tok.encode(reply, add_special=False, parse_special=True)
     assert sum(i >= len(tokens) for i in ids) == 6                       # its 6 markers are single control tokens
@@ -224,6 +228,95 @@ def test_harmony_reply_splits_the_channels(tmp_path):
     assert moe.harmony_split("<|channel|>analysis<|message|>so far") == {"reasoning_content": "so far", "content": ""}
     assert moe.harmony_split("<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>final "
                              "<|constrain|>json<|message|>{}") == {"reasoning_content": "", "content": "Checking.{}"}
+
+# A template that writes harmony's <|channel|> is harmony's (llama.cpp's test); SmolLM2 knows nothing of harmony, so a
+# grammar holds its reply to harmony's layout (its markers are plain text to SmolLM2's vocabulary: chat decodes the same).
+HARMONY = ("{% for m in messages %}<|start|>{{ m.role }}{% if m.role == 'assistant' %}<|channel|>final{% endif %}"
+           "<|message|>{{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}")
+HARMONY_GBNF = ('root ::= "<|channel|>analysis<|message|>" [a-z ]{1,30} '
+                '"<|end|><|start|>assistant<|channel|>final<|message|>" [a-zA-Z !]{1,20}')
+HELLO = [{"role": "user", "content": "Say hello."}]
+
+def test_harmony_reader_streams_the_channels(tmp_path):
+    "Token by token on harmony's control-token markers: no marker leaks, reasoning first, the pieces join to the split."
+    tok, _ = marker_tokenizer(tmp_path)
+    from llmbook.generate import HarmonyReader, harmony_split
+    reply = ("<|channel|>analysis<|message|>the user greets<|end|><|start|>assistant<|channel|>final"
+             "<|constrain|>text<|message|>hello there<|return|>")
+    reader = HarmonyReader(tok)
+    pieces = [p for t in tok.encode(reply, add_special=False, parse_special=True) for p in reader.feed(t)] + reader.finish()
+    assert not any("<|" in t or "|>" in t for _, t in pieces), pieces
+    fields = [k for k, _ in pieces]
+    assert fields == sorted(fields, key=lambda k: k != "reasoning_content")          # all the reasoning, then the answer
+    assert "".join(t for k, t in pieces if k == "reasoning_content") == "the user greets"
+    assert "".join(t for k, t in pieces if k == "content") == "hello there" == harmony_split(reply)["content"]
+
+def test_chat_splits_a_harmony_reply(smollm2_path):
+    from llmbook.grammar import as_grammar
+    from llmbook.generate import harmony_split
+    m, g = llmbook.load(smollm2_path), as_grammar(HARMONY_GBNF)
+    c = m.chat(HELLO, max_tokens=80, template=HARMONY, grammar=g)
+    raw = m.tokenizer.decode([t for t in c.tokens if not m.tokenizer.is_eog(t)], special=True)
+    assert raw.startswith("<|channel|>analysis<|message|>") and "<|channel|>final<|message|>" in raw, raw
+    split = harmony_split(raw)
+    assert str(c) == split["content"] and c.reasoning == split["reasoning_content"] and c.reasoning, (str(c), c.reasoning)
+    assert "<|" not in str(c) + c.reasoning
+    s = m.chat(HELLO, max_tokens=80, template=HARMONY, grammar=g, stream=True, details=True)       # streamed: the same
+    steps = list(s)
+    assert "".join(x.reasoning for x in steps) == c.reasoning and "".join(x.piece for x in steps) == str(c)
+    assert s.result.tokens == c.tokens and s.result.reasoning == c.reasoning
+    assert "".join(m.chat(HELLO, max_tokens=80, template=HARMONY, grammar=g, stream=True)) == str(c)
+    sess = m.session()
+    assert sess.chat(HELLO, max_tokens=80, template=HARMONY, grammar=g) == c
+    assert sess.messages[-1] == {"role": "assistant", "content": str(c)}       # the conversation keeps the answer
+
+def test_chat_of_other_templates_is_unchanged(smollm2_path):
+    "Not harmony: the reply is the plain decode, as generate gives it on the same prompt, and no reasoning."
+    from llmbook.grammar import as_grammar
+    m = llmbook.load(smollm2_path)
+    for template, grammar in [(None, None), (HARMONY_LIKE, as_grammar(HARMONY_GBNF))]:    # (no <|channel|> in either)
+        c = m.chat(HELLO, max_tokens=80, template=template, grammar=grammar)
+        want = m.generate(m.chat_prompt(HELLO, template), max_tokens=80, grammar=grammar)
+        assert c.reasoning is None and str(c) == str(want) and c.tokens == want.tokens and c.stop_reason == want.stop_reason
+    assert "<|channel|>analysis" in str(c)                # the markers stay in the text
+
+def sse_chunks(text):
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ") and line != "data: [DONE]"]
+
+def test_serve_sends_reasoning_content(smollm2_path, tmp_path):
+    pytest.importorskip("fastapi"); pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+    from llmbook.grammar import as_grammar
+    from llmbook.serve import make_app
+    m = llmbook.load(with_template(smollm2_path, tmp_path / "harmony.gguf", HARMONY), n_ctx=256)
+    want = m.chat(HELLO, max_tokens=80, grammar=as_grammar(HARMONY_GBNF))
+    assert want.reasoning
+    client = TestClient(make_app(m, n_slots=1, n_ctx=256))
+    body = {"model": "m", "messages": HELLO, "max_tokens": 80, "temperature": 0, "grammar": HARMONY_GBNF}
+    r = client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    msg = r.json()["choices"][0]["message"]
+    assert msg["content"] == str(want) and msg["reasoning_content"] == want.reasoning, msg
+    assert r.json()["usage"]["completion_tokens"] == len(want.tokens)
+    r = client.post("/v1/chat/completions", json={**body, "stream": True})
+    assert r.status_code == 200, r.text
+    deltas = [c["choices"][0]["delta"] for c in sse_chunks(r.text) if c["choices"]]
+    kinds = [k for d in deltas for k in d if k in ("reasoning_content", "content") and d[k]]
+    assert kinds == sorted(kinds, key=lambda k: k != "reasoning_content") and kinds[0] == "reasoning_content"
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == want.reasoning
+    assert "".join(d.get("content") or "" for d in deltas) == str(want)
+    r = client.post("/v1/chat/completions", json={**body, "messages": HELLO + [{"role": "assistant", "content": "Hi"},
+                                                                              {"role": "user", "content": "Again."}]})
+    assert r.status_code == 200 and "reasoning_content" in r.json()["choices"][0]["message"], r.text
+
+def test_serve_of_other_templates_has_no_reasoning(smollm2_path):
+    pytest.importorskip("fastapi"); pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+    from llmbook.serve import make_app
+    m = llmbook.load(smollm2_path, n_ctx=256)
+    client = TestClient(make_app(m, n_slots=1, n_ctx=256))
+    r = client.post("/v1/chat/completions", json={"model": "m", "messages": HELLO, "max_tokens": 12, "temperature": 0})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"] == {"role": "assistant", "content": str(m.chat(HELLO, max_tokens=12))}
 
 def test_gptoss_past_the_ring(gptoss_file):
     "700 tokens: the windowed layer's ring of the KV cache wraps (passes of 512); sinks on the kernels read it as numpy does."
