@@ -476,15 +476,22 @@ def rotate_keys(self: Model, l: int, k: np.ndarray, delta: int) -> np.ndarray:
     return rerope_keys(k, delta, self.layer_freqs[l], self.config.rope_neox)
 
 @patch
-def forward(self: Model, tokens, cache: KVCache, n_out: int | None = None,
-            context_shift: bool = False, n_keep: int = 0) -> np.ndarray:
-    "Run `tokens` after the cache's positions; logits `(n_out or len(tokens), n_vocab)` of the last tokens."
+def check_pass(self: Model, tokens, cache: KVCache, n_out: int | None = None,
+               context_shift: bool = False, n_keep: int = 0) -> tuple:
+    "Everything a forward pass checks before it runs (and the room it makes by a context shift): `(ids, n_out)`."
     ids = self.check_tokens(tokens)
     n_out = len(ids) if n_out is None else n_out
     if not 1 <= n_out <= len(ids): raise ValueError(f"n_out must be between 1 and the {len(ids)} tokens given, got {n_out}")
     self.check_cache(cache)
     if context_shift: cache.make_room(len(ids), n_keep, self.rotate_keys)
     else: cache.check_room(len(ids))
+    return ids, n_out
+
+@patch
+def forward(self: Model, tokens, cache: KVCache, n_out: int | None = None,
+            context_shift: bool = False, n_keep: int = 0) -> np.ndarray:
+    "Run `tokens` after the cache's positions; logits `(n_out or len(tokens), n_vocab)` of the last tokens."
+    ids, n_out = self.check_pass(tokens, cache, n_out, context_shift, n_keep)
     step = cache.n_batch if cache.ring_slots else len(ids)      # a ring takes at most n_batch new positions a pass
     parts = []
     for s in range(0, len(ids), step):

@@ -635,13 +635,7 @@ class SharedModel:
         self._model, self._batcher = model, batcher
 
     def forward(self, tokens, cache, n_out: int | None = None, context_shift: bool = False, n_keep: int = 0):
-        m = self._model
-        ids = m.check_tokens(tokens)
-        n_out = len(ids) if n_out is None else n_out
-        if not 1 <= n_out <= len(ids): raise ValueError(f"n_out must be between 1 and the {len(ids)} tokens given, got {n_out}")
-        m.check_cache(cache)
-        if context_shift: cache.make_room(len(ids), n_keep, m.rotate_keys)
-        else: cache.check_room(len(ids))
+        ids, n_out = self._model.check_pass(tokens, cache, n_out, context_shift, n_keep)   # chapter 06's checks
         return self._batcher.submit(Work(ids, cache, n_out, getattr(self._batcher.local, "cancel", None)))
 
     def __getattr__(self, name): return getattr(self._model, name)
