@@ -37,7 +37,8 @@ def test_attention_over_q8_0_blocks_is_attention_over_their_values(pos0, n, wind
     blocks, values = np.empty_like(q), np.empty_like(q)
     tiled_attention(q, K, V, 1, pos0, 0.125, window, blocks)
     tiled_attention(q, floats(K), floats(V), 1, pos0, 0.125, window, values)
-    # two compilations of the kernel (fastmath may vectorize each differently): float32 rounding, as for f16 (2.6e-7 seen)
+    # two compilations of the kernel (fastmath may vectorize each differently): float32 rounding at most. Measured 0 on
+    # these five cases (AVX-512 EPYC, native and NUMBA_CPU_NAME=haswell code); test_kv_f16's pair has shown 2.6e-7
     np.testing.assert_allclose(blocks, values, rtol=0, atol=1e-5 * np.abs(values).max())
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,9 @@ def test_one_answer_with_a_q8_0_cache(ids, kernels):
     ref8, ref32 = (llmbook.Model(m8.gguf, 128, cache_type=t).logits(ids) for t in ("q8_0", "f32"))
     fast_gap, ref_gap = np.abs(batch - m32.logits(ids)).max(), np.abs(ref8 - ref32).max()
     # the same rounding of the keys in both engines: the gaps agree within a small factor (a wrong block layout or
-    # scale would make garbage logits, far off); the int8 kernels add their own rounding of the activations
+    # scale would make garbage logits, far off); the int8 kernels add their own rounding of the activations.
+    # Measured on SmolLM2 (AVX-512 EPYC, native and haswell code alike): fast_gap / bound's max = 1.9 / 1.58 = 1.2
+    # (avx2), 0.76 / 1.0 = 0.76 (float); 3x leaves room for other CPUs
     assert 0 < fast_gap < 3 * max(ref_gap, np.abs(m32.logits(ids) - ref32).max()), (fast_gap, ref_gap)
     assert (batch.argmax(-1) == ref32.argmax(-1)).mean() > 0.9
 
