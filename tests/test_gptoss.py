@@ -12,7 +12,7 @@ from llmbook.gguf import GGUFFile
 from llmbook.model import Model, UnsupportedModelError
 from llmbook.engine import KernelEngine
 from llmbook.int8 import host_features
-from test_moe import rewrite
+from test_moe import engine_of, rewrite, router_ties
 
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
@@ -42,21 +42,6 @@ def gptoss_file(tmp_path_factory):
         return made[wtype]
     return make
 
-def engine_of(name):
-    return None if name == "reference" else (lambda model: KernelEngine(model, kernels=name))
-
-def router_ties(path, ids) -> np.ndarray:
-    "Positions where some layer's k-th and (k+1)-th router logits are within ROUTER_TIE (reference engine)."
-    m = Model(GGUFFile(path), n_ctx=256, families=moe.FAMILIES)
-    trace = []
-    for lw in m.weights.layers: lw.moe.trace = trace
-    m.logits(ids)
-    tied = np.zeros(len(ids), bool)
-    for top, _, logits in trace:
-        s, k = np.sort(logits, -1)[:, ::-1], top.shape[1]
-        tied |= (s[:, k - 1] - s[:, k]) < ROUTER_TIE
-    return tied
-
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("wtype", WTYPES)
 def test_gptoss_logits_match_llamacpp(gptoss_file, wtype, engine):
@@ -70,7 +55,7 @@ def test_gptoss_logits_match_llamacpp(gptoss_file, wtype, engine):
     ours = m.logits(ids)
     ref = np.frombuffer(base64.b64decode(fx["logits_f16"]), np.float16).astype(np.float32).reshape(len(ids), -1)
     cos = (ours * ref).sum(-1) / np.linalg.norm(ours, axis=-1) / np.linalg.norm(ref, axis=-1)
-    tied = router_ties(path, ids) if wtype != "F16" else np.zeros(len(ids), bool)
+    tied = router_ties(path, ids, ROUTER_TIE) if wtype != "F16" else np.zeros(len(ids), bool)
     assert tied.sum() <= 6, f"{tied.sum()} positions with router near-ties: the fixture checks too little"
     assert cos[~tied].min() >= (0.9999 if wtype == "F16" else 0.999), (wtype, engine, cos.round(5))
     clear = (np.array(fx["top2_margin"]) >= 0.5) & ~tied

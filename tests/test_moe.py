@@ -46,8 +46,8 @@ def fixture_file(tmp_path_factory):
 def engine_of(name):
     return None if name == "reference" else (lambda model: KernelEngine(model, kernels=name))
 
-def router_ties(path, ids) -> np.ndarray:
-    "Positions where some layer's router has its k-th and (k+1)-th logits within ROUTER_TIE (reference engine)."
+def router_ties(path, ids, tie: float = ROUTER_TIE) -> np.ndarray:
+    "Positions where some layer's router has its k-th and (k+1)-th logits within `tie` (reference engine)."
     m = Model(GGUFFile(path), n_ctx=256, families=moe.FAMILIES)
     trace = []
     for lw in m.weights.layers: lw.moe.trace = trace
@@ -56,7 +56,7 @@ def router_ties(path, ids) -> np.ndarray:
     for top, _, logits in trace:
         s = np.sort(logits, -1)[:, ::-1]
         k = top.shape[1]
-        tied |= (s[:, k - 1] - s[:, k]) < ROUTER_TIE
+        tied |= (s[:, k - 1] - s[:, k]) < tie
     return tied
 
 @pytest.mark.parametrize("engine", ENGINES)
