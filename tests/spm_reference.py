@@ -1,5 +1,6 @@
-"""Chapter 07's plain-Python SentencePiece BPE, which the package does not run (its Gemma tokenizer is the
-`sentencepiece` library): tests/test_tokenizer.py checks it against llama.cpp on Gemma 3's real vocabulary."""
+"""A copy of chapter 07's plain-Python SentencePiece BPE (the package runs it on short fragments, the `sentencepiece`
+library on long ones), kept apart from the package: tests/test_tokenizer.py checks it against llama.cpp on Gemma 3's
+real vocabulary."""
 import heapq
 
 def spm_merge(text: str, token_id: dict, scores: list) -> list:

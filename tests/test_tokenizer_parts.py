@@ -2,11 +2,13 @@
 kept here so the chapter can show the idea and leave the edge cases to the tests."""
 import random, re
 
+import numpy as np
 import pytest
 
 from llmbook.tokenizer import (BYTE_TO_UNICODE, UNICODE_TO_BYTE, PRE_TOKENIZERS, StreamDecoder, Tokenizer, TokenizerError,
                                bytes_to_symbols, pre_tokenize, sentencepiece_model, sentencepiece_processor, split_special,
-                               unicode_classes, _clean_spaces, _last_safe_cut)
+                               unicode_classes, _clean_spaces, _last_safe_cut, _piece_entry, _piece_entries,
+                               _float32_scores)
 from spm_reference import spm_merge, spm_ids
 
 TOY_TEXT = ("The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs over the hills "
@@ -153,6 +155,27 @@ def test_sentencepiece_model_bytes_are_the_protobuf_model():
     assert model.trainer_spec.model_type == pb.TrainerSpec.BPE and model.trainer_spec.byte_fallback
     assert [(p.piece, p.score, p.type) for p in model.pieces] == [(t, s, 2 if i == 0 else k)
                                                                   for i, (t, s, k) in enumerate(zip(tokens, scores, types))]
+
+
+def test_piece_entries_are_the_one_at_a_time_bytes():
+    "Chapter 07's numpy writer gives `_piece_entry`'s bytes: varints of 1-3 bytes, empty, non-ASCII, non-UTF-8 texts."
+    rng = random.Random(1)
+    texts = ["", "a" * 127, "b" * 128, "c" * 16383, "d" * 16384, "é" * 70, "▁the", "✅𝄞", "<0x0A>"] + [
+        "".join(rng.choice("ab▁é✅𝄞\n") for _ in range(rng.randint(0, 40))) for _ in range(300)]
+    scores = [rng.uniform(-1e6, 1e6) for _ in texts] + [0.0]          # Python floats: both round them to float32
+    kinds = np.array([rng.randint(1, 6) for _ in texts])
+    one_at_a_time = lambda: b"".join(_piece_entry(t, s, int(k)) for t, s, k in zip(texts, scores, kinds))
+    assert _piece_entries(texts, _float32_scores(scores[:len(texts)]), kinds) == one_at_a_time()
+    texts[3] = "x\udcff\udc80y"                                         # bytes that were not UTF-8: the slow path
+    assert _piece_entries(texts, _float32_scores(scores[:len(texts)]), kinds) == one_at_a_time()
+    assert _piece_entries([], np.zeros(0, np.float32), np.zeros(0, np.int64)) == b""
+
+
+def test_scores_beyond_float32_are_refused():
+    for bad in (1e39, -1e39, 10 ** 400):
+        with pytest.raises(TokenizerError, match="token 2's score"):
+            sentencepiece_model(["a", "b", "c"], [0.0, 1.0, bad], [1, 1, 1], unk_id=0)
+    sentencepiece_model(["a", "b", "c"], [float("inf"), float("-inf"), -3.4e38], [1, 1, 1], unk_id=0)   # float32 has these
 
 
 def test_plain_python_sentencepiece_equals_the_library():
