@@ -12,16 +12,16 @@ from .sampling import Sampler, SamplerSettings
 from .generate import LLM, Session, Completion, ChatTemplateError, render_chat, TokenStep, Stream
 from .quantize import quantize_model, quantize_plan, measure, file_type
 from .loading import load
-from .grammar import Grammar, GrammarError, as_grammar, json_schema_to_grammar
 
-# Serving and Hugging Face checkpoints are optional parts that `import llmbook` does not load: their names are
-# imported the first time they are used (PEP 562). `llmbook.load` imports the converter itself when it is given a
-# checkpoint directory or a hub name.
-_LAZY = {"convert": "hf", "export_hf": "hf", "make_app": "serve"}
+# Serving, Hugging Face checkpoints and grammars are parts that `import llmbook` does not load (a generation without
+# a grammar never needs chapter 20): their names are imported the first time they are used (PEP 562). `llmbook.load`
+# imports the converter itself when it is given a checkpoint directory or a hub name.
+_LAZY = {"convert": "hf", "export_hf": "hf", "make_app": "serve", "Grammar": "grammar", "GrammarError": "grammar",
+         "as_grammar": "grammar", "json_schema_to_grammar": "grammar"}
 
 def __getattr__(name):
     import importlib
-    if name in ("hf", "serve"): return importlib.import_module(f".{name}", __name__)   # llmbook.hf, as before
+    if name in ("hf", "serve", "grammar"): return importlib.import_module(f".{name}", __name__)   # llmbook.hf, as before
     if name in _LAZY:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
