@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 from .tensors import GGMLType, QTensor, type_info
 from .quants import (BLOCK_Q4_0, BLOCK_Q4_1, BLOCK_Q5_0, BLOCK_Q5_1, BLOCK_Q8_0, BLOCK_Q4_K, BLOCK_Q5_K,
-                            BLOCK_Q6_K, BLOCK_Q2_K, BLOCK_Q3_K)
+                            BLOCK_Q6_K, BLOCK_Q2_K, BLOCK_Q3_K, BLOCK_MXFP4)
 
 # %% ../nbs/1_03_kernels.ipynb #a3e6c48e
 def q4_1_arrays(qt: QTensor):
@@ -62,9 +62,10 @@ def random_qtensor(ggml_type, shape, seed: int = 0) -> QTensor:
     fields = raw.view(block)
     for name in ("d", "m", "dmin"):          # keep f16 scales finite and small, as a real model's are
         if name in block.names: fields[name] = (rng.random(n_blocks) * 0.01).astype(np.float16)
+    if "e" in block.names: fields["e"] = rng.integers(118, 126, n_blocks)   # MXFP4's power-of-two scales, 2^-10 .. 2^-3
     return QTensor(raw, t, shape)
 
 BLOCK_DTYPES = {GGMLType.Q4_0: BLOCK_Q4_0, GGMLType.Q4_1: BLOCK_Q4_1, GGMLType.Q5_0: BLOCK_Q5_0,
                 GGMLType.Q5_1: BLOCK_Q5_1, GGMLType.Q8_0: BLOCK_Q8_0, GGMLType.Q4_K: BLOCK_Q4_K,
                 GGMLType.Q5_K: BLOCK_Q5_K, GGMLType.Q6_K: BLOCK_Q6_K,
-                GGMLType.Q2_K: BLOCK_Q2_K, GGMLType.Q3_K: BLOCK_Q3_K}
+                GGMLType.Q2_K: BLOCK_Q2_K, GGMLType.Q3_K: BLOCK_Q3_K, GGMLType.MXFP4: BLOCK_MXFP4}

@@ -1,4 +1,4 @@
-"""Chapter 13's Q4_K and Q6_K groups of 8 interleaved rows: the same products as the blocks read in place (whose integer sums
+"""Chapter 13's Q4_K, Q6_K, Q4_0, Q5_0, Q8_0 and MXFP4 groups of 8 interleaved rows: the same products as the blocks read in place (whose integer sums
 they add in another order), chosen by `block_matrix` only where they apply, and what a model runs on."""
 import os, subprocess, sys
 import numpy as np
@@ -7,14 +7,16 @@ from llmbook.tensors import GGMLType
 from llmbook.kernels import random_qtensor
 from llmbook.quants import dequantize
 from llmbook.int8 import (BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, repack_q4_k_x8, X8_BYTES,
-                          repack_q6_k_x8, X6_BYTES, repack_q4_0_x8, repack_q5_0_x8, X40_BYTES, X50_BYTES)
+                          repack_q6_k_x8, X6_BYTES, repack_q4_0_x8, repack_q5_0_x8, repack_q8_0_x8, repack_mxfp4_x8,
+                          X40_BYTES, X50_BYTES, X80_BYTES)
 
 pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="this CPU has no AVX2: the integer kernels cannot run here")
 
-@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q5_0"])
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q5_0", "Q8_0", "MXFP4"])
 @pytest.mark.parametrize("rows,cols,n_tok", [(8, 256, 1), (24, 512, 3), (96, 1024, 9), (64, 2048, 64), (16, 640, 5)])
 def test_interleaved_equals_in_place(kind, rows, cols, n_tok):
-    block, group = {"Q4_K": (256, X8_BYTES), "Q6_K": (256, X6_BYTES), "Q4_0": (32, X40_BYTES), "Q5_0": (32, X50_BYTES)}[kind]
+    block, group = {"Q4_K": (256, X8_BYTES), "Q6_K": (256, X6_BYTES), "Q4_0": (32, X40_BYTES), "Q5_0": (32, X50_BYTES),
+                    "Q8_0": (32, X80_BYTES), "MXFP4": (32, X40_BYTES)}[kind]
     if cols % block: pytest.skip(f"{kind} rows are whole blocks of {block}")
     qt = random_qtensor(kind, (rows, cols), rows + cols)
     inter, inplace = block_matrix(qt), BlockMatrix(qt)
@@ -84,6 +86,35 @@ def test_x0_repack_layout_of_one_group(kind):
                 want = sum(((qh[r] >> (16 * half + 4 * h)) & 15) << (4 * r) for r in range(8))
                 assert words[v] == want, (b, v)
 
+@pytest.mark.parametrize("kind", ["Q8_0", "MXFP4"])
+def test_x0_repack_layout_q8_0_and_mxfp4(kind):
+    "Q8_0: the file's level bytes, 4 per row per vector (8 vectors), d as float32; MXFP4: its nibble bytes as Q4_0's, 2^(e-128) as float32."
+    size, at, words, repack, group = {"Q8_0": (34, 2, 8, repack_q8_0_x8, X80_BYTES), "MXFP4": (17, 1, 4, repack_mxfp4_x8, X40_BYTES)}[kind]
+    qt = random_qtensor(kind, (8, 64), 11)
+    raw = np.asarray(qt.data).reshape(8, 2, size)
+    p = repack(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 2 * size, 64)
+    assert p.size == 2 * group
+    for b in range(2):
+        g = p[group * b:group * (b + 1)]
+        assert g[:32 * words].reshape(words, 8, 4).transpose(1, 0, 2).tobytes() == raw[:, b, at:at + 4 * words].tobytes()
+        want = (raw[:, b, :2].copy().view(np.float16)[:, 0].astype(np.float32) if kind == "Q8_0"
+                else np.ldexp(np.float32(1), raw[:, b, 0].astype(np.int32) - 128).astype(np.float32))
+        np.testing.assert_array_equal(g[group - 32:].view(np.float32), want)
+
+def test_mxfp4_in_place_scales_at_the_extremes():
+    "The in-place MXFP4 block dot builds 2^(e-128) from bits: e = 0 and 1 (subnormals), 2, 127 and 200 against chapter 02's dequantizer."
+    qt = random_qtensor("MXFP4", (5, 64), 3)
+    raw = np.asarray(qt.data).reshape(5, 2, 17).copy()
+    raw[:, 0, 0], raw[:, 1, 0] = [0, 1, 2, 127, 200], 127         # one extreme block per row, its partner ordinary
+    from llmbook.tensors import QTensor
+    q = QTensor(raw.reshape(-1), GGMLType.MXFP4, (5, 64))
+    W = dequantize(q).reshape(5, 64).astype(np.float64)
+    x = np.zeros(64, np.float32); x[:32] = np.random.default_rng(1).standard_normal(32)   # only the extreme blocks count
+    got = BlockMatrix(q).matvec(x)
+    ref = W @ x.astype(np.float64)
+    scale = np.abs(W[:, :32]).sum(-1) * np.abs(x).max()          # the largest the dot could be: 8-bit x is 1/127 of it
+    assert (np.abs(got - ref) <= scale / 100).all(), (got, ref)
+
 def test_block_matrix_chooses():
     q4k, q6k = random_qtensor("Q4_K", (12, 256), 1), random_qtensor("Q6_K", (16, 256), 2)
     assert type(block_matrix(q4k)) is BlockMatrix                           # 12 rows: not whole groups of 8
@@ -91,7 +122,8 @@ def test_block_matrix_chooses():
     assert type(block_matrix(q6k)) is InterleavedMatrix
     assert type(block_matrix(random_qtensor("Q5_K", (16, 256), 5))) is BlockMatrix    # no interleaved kernel
     assert type(block_matrix(random_qtensor("Q5_0", (16, 640), 6))) is InterleavedMatrix
-    assert type(block_matrix(random_qtensor("Q8_0", (16, 640), 7))) is BlockMatrix
+    assert type(block_matrix(random_qtensor("Q8_0", (16, 640), 7))) is InterleavedMatrix
+    assert type(block_matrix(random_qtensor("Q5_1", (16, 640), 7))) is BlockMatrix   # no interleaved kernel
     m = block_matrix(random_qtensor("Q4_K", (16, 256), 4))
     np.testing.assert_array_equal(m.rows([3, 0]), BlockMatrix(random_qtensor("Q4_K", (16, 256), 4)).rows([3, 0]))  # rows: the file's blocks
 
