@@ -5,15 +5,16 @@
 # %% auto #0
 __all__ = ['BYTE_TO_UNICODE', 'UNICODE_TO_BYTE', 'NOT_A_TOKEN', 'WHITESPACE_CODEPOINTS', 'PRE_TOKENIZERS', 'SPM_PLAIN_CHARS',
            'TokenType', 'TokenAttr', 'TokenizerError', 'bytes_to_symbols', 'merge_table', 'bpe_merge',
-           'unicode_classes', 'PreTokenizer', 'pre_tokenize', 'split_special', 'spm_merge', 'spm_ids',
-           'sentencepiece_model', 'sentencepiece_processor', 'Vocab', 'Tokenizer', 'StreamDecoder']
+           'walk_unicode_classes', 'unicode_classes', 'PreTokenizer', 'pre_tokenize', 'split_special', 'spm_merge',
+           'spm_ids', 'sentencepiece_model', 'sentencepiece_processor', 'Vocab', 'Tokenizer', 'StreamDecoder']
 
 # %% ../nbs/1_07_tokenizer.ipynb #343eb86a
-import codecs, heapq, re, struct, unicodedata
+import codecs, heapq, json, os, re, struct, unicodedata
 import numpy as np
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from functools import lru_cache
+from pathlib import Path
 from fastcore.basics import patch
 
 # %% ../nbs/1_07_tokenizer.ipynb #ccd722d9
@@ -111,8 +112,7 @@ def _without(runs, first, last) -> list:
         if b > last: out.append((last + 1, b))
     return out
 
-@lru_cache(maxsize=None)
-def unicode_classes() -> dict:
+def walk_unicode_classes() -> dict:
     """Class bodies for letters `L`, numbers `N`, marks `M` and whitespace `S`, from this Python's Unicode database;
     `LU`: letters other than a-z, `LL`: letters other than A-Z (see `_TEKKEN`)."""
     runs = {"L": [], "N": [], "M": []}            # (first, last) code point of each run of letters, numbers, marks
@@ -128,6 +128,41 @@ def unicode_classes() -> dict:
     return {"L": _class_body(runs["L"]), "N": _class_body(runs["N"]), "M": _class_body(runs["M"]), "S": _class_body(spaces),
             "LU": _class_body(_without(runs["L"], ord("a"), ord("z"))),
             "LL": _class_body(_without(runs["L"], ord("A"), ord("Z")))}
+
+# %% ../nbs/1_07_tokenizer.ipynb #cfce12f7
+_CLASS_NAMES = {"L", "N", "M", "S", "LU", "LL"}
+
+def _classes_file() -> Path | None:
+    "Where `unicode_classes` are kept between processes (None where this code has no file: a notebook)."
+    here = globals().get("__file__")
+    return Path(here).parent / "__pycache__" / f"unicode_classes-{unicodedata.unidata_version}.json" if here else None
+
+def _read_classes(path: Path) -> dict | None:
+    try: classes = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError): return None
+    ok = isinstance(classes, dict) and set(classes) == _CLASS_NAMES and all(isinstance(v, str) for v in classes.values())
+    return classes if ok else None
+
+def _write_classes(path: Path, classes: dict):
+    "Written whole or not at all (another process may be reading it): a temporary file, then renamed over it."
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(exist_ok=True)
+        tmp.write_text(json.dumps(classes), "utf-8")
+        os.replace(tmp, path)
+    except OSError:                                  # a directory we may not write to: nothing is kept
+        try: tmp.unlink(missing_ok=True)
+        except OSError: pass
+
+@lru_cache(maxsize=None)
+def unicode_classes() -> dict:
+    "`walk_unicode_classes()`, read from the file an earlier process wrote when there is one."
+    path = _classes_file()
+    classes = _read_classes(path) if path else None
+    if classes is None:
+        classes = walk_unicode_classes()
+        if path: _write_classes(path, classes)
+    return classes
 
 # %% ../nbs/1_07_tokenizer.ipynb #de8f8002
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+"
@@ -365,7 +400,7 @@ def _meta_list(md: dict, key: str, n: int | None = None, kind=None):
     if n is not None and len(v) < n:
         raise TokenizerError(f"GGUF metadata {key!r} has {len(v)} items for {n} tokens")
     if n is not None and len(v) > n: v = v[:n]
-    if kind is not None and not all(isinstance(x, kind) for x in v):
+    if kind is not None and not all(issubclass(t, kind) for t in set(map(type, v))):   # each item's type, once
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
         raise TokenizerError(f"GGUF metadata {key!r} has items that are not {names}")
     return v
@@ -459,9 +494,10 @@ def _setup_model(self: Vocab, md):
         # byte b's token: <0xXX> in SentencePiece vocabularies, else the byte itself as text, else unknown
         hex_texts = [f"<0x{b:02X}>" for b in range(256)]
         raw_texts = [bytes([b]).decode("utf-8", "surrogateescape") for b in range(256)]
+        self.token_id                                # built now: spm_merge needs it, and `_ids_of` looks up in it
         found = self._ids_of(hex_texts + raw_texts)
         self.byte_ids = [found.get(h, found.get(r, self.unk)) for h, r in zip(hex_texts, raw_texts)]
-        self._sp = None                              # built on first use: it takes a moment for 262k pieces
+        self._sp = None                              # the sentencepiece library, built for the first long fragment
     if "tokenizer.ggml.add_space_prefix" in md: self.add_space_prefix = bool(md["tokenizer.ggml.add_space_prefix"])
     self.bos = _meta_id(md, "tokenizer.ggml.bos_token_id", n, self.bos if self.bos < n else -1)
     self.eos = _meta_id(md, "tokenizer.ggml.eos_token_id", n, self.eos if self.eos < n else -1)

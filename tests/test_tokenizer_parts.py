@@ -67,6 +67,27 @@ def test_byte_alphabet():
     assert bytes(UNICODE_TO_BYTE[c] for c in bytes_to_symbols(bytes(range(256)))) == bytes(range(256))
 
 
+def test_unicode_classes_kept_on_disk(tmp_path, monkeypatch):
+    "The walk's classes are read back from the file a process wrote; a bad file is walked again and rewritten."
+    import json
+    import llmbook.tokenizer as T
+    walked = T.walk_unicode_classes()
+    path = tmp_path / "cache" / "classes.json"
+    T._write_classes(path, walked)
+    assert T._read_classes(path) == walked and not list(path.parent.glob("*.tmp"))
+    for bad in ("{", "[]", '{"L": "a"}', json.dumps({**walked, "L": 1})):
+        path.write_text(bad); assert T._read_classes(path) is None
+    monkeypatch.setattr(T, "_classes_file", lambda: path)
+    T.unicode_classes.cache_clear()
+    try:
+        assert T.unicode_classes() == walked and T._read_classes(path) == walked     # the bad file was rewritten
+        (tmp_path / "a_file").write_text("")                                         # a directory we cannot make
+        monkeypatch.setattr(T, "_classes_file", lambda: tmp_path / "a_file" / "classes.json")
+        T.unicode_classes.cache_clear()
+        assert T.unicode_classes() == walked                                         # walked, nothing kept
+    finally: T.unicode_classes.cache_clear()
+
+
 def test_unicode_classes():
     cls = unicode_classes()
     letter, number, space = (re.compile(f"[{cls[k]}]") for k in "LNS")
