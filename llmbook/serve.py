@@ -13,21 +13,22 @@ import numpy as np
 from fastcore.basics import patch
 from .generate import LLM, Session, ChatTemplateError, common_prefix
 from .loading import load
-from .grammar import GrammarError, as_grammar, json_schema_to_grammar
-from .generate import render_chat, Stream, is_harmony
+from .grammar import GrammarError, as_grammar, json_schema_to_grammar, JSON_RULES
+from .generate import render_chat, Stream, is_harmony, harmony_messages, harmony_split
 from .kvcache import CACHE_TYPES, ContextFullError
 
 # %% auto #0
 __all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'EMBEDDING_FIELDS', 'COMPLETION_FIELDS', 'MESSAGE_FIELDS', 'GENERATE_ARGS',
-           'FINISH_REASONS', 'TOOL_NAME', 'RESPOND_JSON', 'RESPOND_TEXT', 'MAX_BODY', 'MAX_EMBED_INPUTS',
-           'TTFT_BUCKETS', 'SERVE_INSTALL', 'APIError', 'bad_request', 'request_models', 'parse_request',
-           'sampling_kwargs', 'completion_ids', 'check_fits', 'tool_format', 'ToolPlan', 'check_tools', 'tool_plan',
-           'chat_messages', 'generic_system', 'generic_messages', 'tool_prompt', 'chat_ids', 'call_schemas',
-           'answer_schema', 'tool_grammar', 'parse_tool_calls', 'chat_message', 'message_deltas', 'Slot', 'FairLock',
-           'Cancelled', 'Work', 'Batcher', 'SharedModel', 'SlotPool', 'Job', 'usage', 'timings', 'chat_logprob',
-           'completion_logprobs', 'response', 'sse', 'read_body', 'model_name', 'prepare', 'stream_events', 'complete',
-           'embedding_inputs', 'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse', 'generation', 'make_app',
-           'add_info_routes', 'BackgroundServer', 'free_port', 'serve_args', 'warm_up', 'run_serve']
+           'FINISH_REASONS', 'TOOL_NAME', 'RESPOND_JSON', 'RESPOND_TEXT', 'HARMONY_RULES', 'MAX_BODY',
+           'MAX_EMBED_INPUTS', 'TTFT_BUCKETS', 'SERVE_INSTALL', 'APIError', 'bad_request', 'request_models',
+           'parse_request', 'sampling_kwargs', 'completion_ids', 'check_fits', 'tool_format', 'ToolPlan', 'check_tools',
+           'tool_plan', 'chat_messages', 'generic_system', 'generic_messages', 'tool_prompt', 'chat_ids',
+           'call_schemas', 'answer_schema', 'tool_grammar', 'parse_tool_calls', 'chat_message', 'message_deltas',
+           'parse_harmony', 'renamed_rules', 'harmony_grammar', 'Slot', 'FairLock', 'Cancelled', 'Work', 'Batcher',
+           'SharedModel', 'SlotPool', 'Job', 'usage', 'timings', 'chat_logprob', 'completion_logprobs', 'response',
+           'sse', 'read_body', 'model_name', 'prepare', 'stream_events', 'answer_text', 'complete', 'embedding_inputs',
+           'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse', 'generation', 'make_app', 'add_info_routes',
+           'BackgroundServer', 'free_port', 'serve_args', 'warm_up', 'run_serve']
 
 # %% ../nbs/3_23_serve.ipynb #d2ec5b43
 class APIError(Exception):
@@ -95,7 +96,8 @@ COMPLETION_FIELDS = {
 MESSAGE_FIELDS = {"role": (Literal["system", "developer", "user", "assistant", "tool"], ...),
                   "content": ("str | list[ContentPart] | None", None), "name": (str | None, None),
                   "tool_calls": ("list[ToolCall] | None", None),    # an assistant's calls
-                  "tool_call_id": (str | None, None)}               # a tool message: the call it answers
+                  "tool_call_id": (str | None, None),               # a tool message: the call it answers
+                  "reasoning_content": (str | None, None)}          # an assistant's reasoning, sent back (as llama-server takes it)
 
 # %% ../nbs/3_23_serve.ipynb #d154eefe
 _MODELS = {}
@@ -254,8 +256,9 @@ def check_fits(ids: list, n_ctx: int):
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 def tool_format(template: str | None) -> str:
-    "The tool-call form a chat template teaches: 'hermes' (Qwen 2.5/3's <tool_call>), 'llama3', or 'generic'."
+    "The tool-call form a chat template teaches: 'harmony' (gpt-oss), 'hermes' (Qwen 2.5/3's <tool_call>), 'llama3', or 'generic'."
     src = template or ""
+    if is_harmony(src): return "harmony"
     if "<tool_call>" in src: return "hermes"
     if "<|start_header_id|>ipython<|end_header_id|>" in src: return "llama3"
     return "generic"
@@ -310,7 +313,8 @@ def tool_plan(model: LLM, req) -> ToolPlan | None:
     schema = rf.json_schema.schema_ if rf is not None and rf.type == "json_schema" and rf.json_schema else \
              ({"type": "object"} if rf is not None and rf.type == "json_object" else None)
     fmt = "generic" if schema is not None else fmt
-    return ToolPlan(fmt, tools, choice or "auto", bool(req.parallel_tool_calls) and fmt != "llama3", schema)
+    one_call = fmt in ("llama3", "harmony")                          # their answer ends with its call
+    return ToolPlan(fmt, tools, choice or "auto", bool(req.parallel_tool_calls) and not one_call, schema)
 
 # %% ../nbs/3_23_serve.ipynb #802eb3ea
 def _arguments(text: str):
@@ -330,6 +334,7 @@ def chat_messages(req) -> list:
             d["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.function.name,
                                 "arguments": _arguments(c.function.arguments)}} for c in m.tool_calls]
             calls.update((c.id, c.function.name) for c in m.tool_calls)
+        if m.reasoning_content: d["reasoning_content"] = m.reasoning_content
         if m.role == "tool":
             if m.tool_call_id not in calls:
                 raise bad_request(f"messages.{i} is a tool result for call {m.tool_call_id!r}, but no assistant message "
@@ -374,9 +379,11 @@ def tool_prompt(model: LLM, msgs: list, plan: ToolPlan | None) -> list:
     "Token ids of `msgs` with the plan's tools, in the form of the model's template."
     tok, template = model.tokenizer, model.gguf.metadata.get("tokenizer.chat_template")
     if not isinstance(template, str): raise ChatTemplateError("this model has no chat template: it cannot call tools")
-    extra = {}
-    if tool_format(template) == "generic": msgs = generic_messages(msgs, plan)
-    elif plan is not None:
+    extra, fmt = {}, tool_format(template)
+    if fmt == "generic": msgs = generic_messages(msgs, plan)
+    if fmt == "harmony":         # its template reads an earlier call's reasoning as `thinking` (llama.cpp copies it so)
+        msgs = [{**m, "thinking": m["reasoning_content"]} if "reasoning_content" in m else m for m in msgs]
+    if plan is not None and fmt != "generic":
         extra = {"tools": [{"type": "function", "function": {k: v for k, v in t.items() if v is not None}} for t in plan.tools],
                  "tools_in_user_message": False, "date_string": time.strftime("%d %b %Y")}
     bos, eos = (tok.tokens[t] if t >= 0 else "" for t in (tok.bos, tok.eos))
@@ -431,6 +438,7 @@ def tool_grammar(plan: ToolPlan):
     "The grammar for the plan's answers (None: unconstrained, a call recognised after the fact)."
     if plan.format == "generic": return as_grammar(json_schema=answer_schema(plan))
     if plan.choice == "auto": return None
+    if plan.format == "harmony": return as_grammar(grammar=harmony_grammar(plan))     # (below)
     defs = {}
     calls = call_schemas(plan, defs, "parameters" if plan.format == "llama3" else "arguments")
     schema = {**(calls[0] if len(calls) == 1 else {"anyOf": calls}), **({"$defs": defs} if defs else {})}
@@ -457,6 +465,7 @@ def _json_at(text: str, i: int):
 # %% ../nbs/3_23_serve.ipynb #f2087102
 def parse_tool_calls(text: str, plan: ToolPlan) -> tuple:
     "(content or None, [(name, arguments JSON)]) of a model's answer under `plan`."
+    if plan.format == "harmony": return parse_harmony(text, plan)         # (below)
     if plan.format == "generic":
         obj, end = _json_at(text, 0)
         if not isinstance(obj, dict) or text[end:].strip(): return text, []
@@ -500,6 +509,44 @@ def message_deltas(msg: dict, piece: int = 16) -> list:
         out += [{"tool_calls": [{"index": i, "function": {"arguments": f["arguments"][k:k + piece]}}]}
                 for k in range(0, len(f["arguments"]), piece)]
     return out
+
+# %% ../nbs/3_23_serve.ipynb #ff6c0ec8
+def parse_harmony(text: str, plan: ToolPlan) -> tuple:
+    "(content or None, [(name, arguments JSON)]) of a harmony reply, its markers included: its messages to `functions.NAME`."
+    content, calls = harmony_split(text)["content"], []
+    sent = [m for m in harmony_messages(text) if m["to"] is not None]
+    for m in sent:
+        name = m["to"].removeprefix("functions.") if m["to"].startswith("functions.") else None
+        obj, end = _json_at(m["text"], 0)
+        found = _calls([{"name": name, "arguments": obj}], plan) if not m["text"][end:].strip() else []
+        if not found: return content + "".join(x["raw"] for x in sent), []      # not a call of ours: passed on as written
+        calls += found
+    return ((content or None) if calls else content), calls
+
+# %% ../nbs/3_23_serve.ipynb #530a51c9
+_GBNF_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|[A-Za-z0-9-]+|.', re.S)
+
+def renamed_rules(gbnf: str, prefix: str) -> str:
+    "The rules of `gbnf` but the shared JSON_RULES, every name it defines with `prefix` before it."
+    shared = set(JSON_RULES.split("\n"))
+    own = [line for line in gbnf.split("\n") if line not in shared]
+    names = {line.split(" ::= ", 1)[0] for line in own}
+    return "\n".join("".join(prefix + t if t in names else t for t in _GBNF_TOKEN.findall(line)) for line in own)
+
+HARMONY_RULES = r'''not-end ::= [^<] | "<" [^|] | "<|" [^e] | "<|e" [^n] | "<|en" [^d] | "<|end" [^|] | "<|end|" [^>]
+channel ::= "<|channel|>" ("commentary" | "analysis")
+json-type ::= (" " "<|constrain|>"? "json")?'''
+
+def harmony_grammar(plan: ToolPlan) -> str:
+    "GBNF of a harmony answer that calls one of the plan's tools; reasoning and a preamble may come first."
+    tools = [t for t in plan.tools if plan.choice in ("auto", "required", t["name"])]
+    args = [renamed_rules(json_schema_to_grammar(t["parameters"]), f"args{i}-") for i, t in enumerate(tools)]
+    in_role = " | ".join(f'"{t["name"]}" channel json-type "<|message|>" args{i}-root' for i, t in enumerate(tools))
+    in_channel = " | ".join(f'"{t["name"]}" json-type "<|message|>" args{i}-root' for i, t in enumerate(tools))
+    return "\n".join(['root ::= ("<|channel|>analysis<|message|>" not-end* "<|end|><|start|>assistant")? '
+                      '("<|channel|>commentary<|message|>" not-end* "<|end|><|start|>assistant")? call',
+                      f'call ::= " to=functions." ({in_role}) | channel " to=functions." ({in_channel})',
+                      HARMONY_RULES, *args, JSON_RULES])
 
 # %% ../nbs/3_23_serve.ipynb #70c0c5d8
 @dataclass(eq=False)
@@ -827,7 +874,8 @@ async def prepare(request, model: LLM, pool: SlotPool, kind: str):
         if kwargs["grammar"] is None: del kwargs["grammar"]
     ids = await (asyncio.to_thread(chat_ids, model, req, plan) if kind == "chat" else asyncio.to_thread(completion_ids, model, req))
     check_fits(ids, pool.n_ctx)
-    harmony = kind == "chat" and plan is None and is_harmony(model.gguf.metadata.get("tokenizer.chat_template"))
+    harmony = kind == "chat" and (plan is None or plan.format == "harmony") and \
+              is_harmony(model.gguf.metadata.get("tokenizer.chat_template"))
     return req, Job(ids, kwargs, reuse=req.cache_prompt is not False, tools=plan, harmony=harmony)
 
 # %% ../nbs/3_23_serve.ipynb #aaf24d04
@@ -841,11 +889,12 @@ async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, sl
             choice = {"text": text or "", "logprobs": completion_logprobs(tok, lp) if lp else None, "finish_reason": finish}
         return sse(response(kind, rid, name, choice, chunk=True))
     if kind == "chat": yield chunk(role=True)
-    with_lp = "logprobs" in job.kwargs
+    with_lp, streamed = "logprobs" in job.kwargs, ""
     try:
         async for what, value in pool.run(job, slot):
-            if what == "step" and job.tools is None:
+            if what == "step" and (job.tools is None or job.harmony):
                 step = value
+                streamed += step.piece
                 lp = [step] if with_lp and step.token is not None and not tok.is_eog(step.token) else []
                 if step.reasoning: yield chunk(delta={"reasoning_content": step.reasoning})
                 if step.piece or lp:
@@ -853,7 +902,10 @@ async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, sl
             elif what == "done":
                 finish = FINISH_REASONS[value.stop_reason]
                 if job.tools is not None:                   # the whole answer is here: text, or calls
-                    msg, finish = chat_message(str(value), job.tools, finish)
+                    msg, finish = chat_message(answer_text(model, job, value), job.tools, finish)
+                    if job.harmony:                         # its content went out as it came: the rest, if any
+                        content = msg["content"] or ""
+                        msg = {**msg, "content": content[len(streamed):] if content.startswith(streamed) else content}
                     for d in message_deltas(msg): yield chunk(delta=d)
                 yield chunk(finish=finish)
                 if req.stream_options is not None and req.stream_options.include_usage:
@@ -863,6 +915,12 @@ async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, sl
     except APIError as e:         # (a slot is always given by make_app; a caller without one may find the queue full)
         yield sse(e.body())
     yield sse("[DONE]")
+
+def answer_text(model: LLM, job: Job, c) -> str:
+    "What the tool parser reads: a harmony reply with its markers (chapter 09's split left them out), else the answer."
+    if not (job.harmony and job.tools is not None): return str(c)
+    tok = model.tokenizer
+    return tok.decode([t for t in c.tokens if not tok.is_eog(t)], special=True)
 
 def _error_of(e: Exception) -> APIError:
     if isinstance(e, APIError): return e
@@ -888,7 +946,7 @@ async def complete(request, model: LLM, pool: SlotPool, kind: str, req, job: Job
     lp_steps = [s for s in steps if s.token is not None and not tok.is_eog(s.token)] if "logprobs" in job.kwargs else None
     if kind == "chat":
         lp = {"content": [chat_logprob(tok, s) for s in lp_steps]} if lp_steps is not None else None
-        msg, finish = chat_message(str(c), job.tools, finish)
+        msg, finish = chat_message(answer_text(model, job, c), job.tools, finish)
         if job.harmony and c.reasoning: msg["reasoning_content"] = c.reasoning     # as llama-server: only when there is some
         choice = {"message": msg, "logprobs": lp, "finish_reason": finish}
         rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
