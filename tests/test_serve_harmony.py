@@ -1,6 +1,8 @@
 """Tool calls in harmony's form (gpt-oss), as llama.cpp's gpt-oss chat format does them (common/chat.cpp).
 
-fixtures/gpt-oss.jinja is OpenAI's gpt-oss chat template as llama.cpp ships it (models/templates/openai-gpt-oss-120b.jinja).
+fixtures/gpt-oss.jinja is OpenAI's gpt-oss chat template as llama.cpp ships it (models/templates/openai-gpt-oss-120b.jinja),
+taken from a llama.cpp fork's copy whose generation prompt had been changed to force `<|channel|>final`: that change is
+undone here (the prompt ends with `<|start|>assistant`, as upstream's).
 The gpt-oss test files have random weights and cannot write harmony's markers, so the server runs SmolLM2 with this
 template (its markers are plain text to SmolLM2's vocabulary): the grammar of `required` holds the reply to harmony's
 layout, and the parser, the stream and the openai SDK's loop run on what it wrote. The parser's cases are llama.cpp's
