@@ -255,3 +255,20 @@ def test_openai_sdk_tool_loop_on_a_real_server(harmony_model):
         text = prompt_text(m, json.loads(json.dumps(messages)), [WEATHER])
         assert f'<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{msg.tool_calls[0].function.arguments}<|call|>' \
                f'<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>' in text
+
+
+def test_grammar_on_harmony_s_control_tokens(tmp_path):
+    "gpt-oss's markers are single control tokens: the grammar takes them as their text, and ends only at <|call|> or <|return|>."
+    from test_gptoss import marker_tokenizer
+    tok, _ = marker_tokenizer(tmp_path)
+    ids = lambda text: tok.encode(text, add_special=False, parse_special=True)
+    call_id, end_id = ids("<|call|>")[0], ids("<|end|>")[0]
+    assert tok.is_eog(call_id) and not tok.is_eog(end_id)                    # gpt-oss: <|end|> only ends a message
+    reply = THINK + '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}'
+    m = tool_grammar(plan_of(WEATHER, choice="required")).matcher(tok)
+    for t in ids(reply):
+        assert m.allows(t), tok.tokens[t]
+        assert not m.allows(call_id)                                         # no end before the arguments are whole
+        m.accept(t)
+    assert m.allows(call_id) and not m.allows(end_id)
+    assert sum(t >= tok.n_vocab - 7 for t in ids(reply)) == 7                # its markers went in as control tokens
