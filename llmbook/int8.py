@@ -457,6 +457,7 @@ def _iq4_xs(context, builder, tys, args):
         total = builder.add(total, _madd(builder, p, _splat(builder, builder.trunc(scale, I16), V16I16)))
     return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 0), dx), total)
 
+# %% ../nbs/2_13_int8.ipynb #fb41fd78
 def _e8m0_half(builder, pw):
     "2^(e - 128) as a float32 from the block's first byte e, bit for bit as chapter 02's `e8m0_half` (and ggml)."
     e = builder.zext(_at(builder, pw, 0, I8), I32)
@@ -555,48 +556,93 @@ def _gemm(kind, w, rows_at, X, out, col0):
 
 # %% ../nbs/2_13_int8.ipynb #4ee00cc1
 @njit(cache=True)
-def matvec_q4_0(w, rows_at, x, out): _matvec(2, w, rows_at, x, out)
+def matvec_q4_0(w, rows_at, x, out):
+    "out = the Q4_0 matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(2, w, rows_at, x, out)
 @njit(cache=True)
-def matvec_q4_1(w, rows_at, x, out): _matvec(3, w, rows_at, x, out)
+def matvec_q4_1(w, rows_at, x, out):
+    "out = the Q4_1 matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(3, w, rows_at, x, out)
 @njit(cache=True)
-def matvec_q5_0(w, rows_at, x, out): _matvec(6, w, rows_at, x, out)
+def matvec_q5_0(w, rows_at, x, out):
+    "out = the Q5_0 matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(6, w, rows_at, x, out)
 @njit(cache=True)
-def matvec_q5_1(w, rows_at, x, out): _matvec(7, w, rows_at, x, out)
+def matvec_q5_1(w, rows_at, x, out):
+    "out = the Q5_1 matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(7, w, rows_at, x, out)
 @njit(cache=True)
-def matvec_q8_0(w, rows_at, x, out): _matvec(8, w, rows_at, x, out)
+def matvec_q8_0(w, rows_at, x, out):
+    "out = the Q8_0 matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(8, w, rows_at, x, out)
+
+# %% ../nbs/2_13_int8.ipynb #e2535b36
 @njit(cache=True)
-def matvec_q2_k(w, rows_at, x, out): _matvec(10, w, rows_at, x, out)
+def matvec_q2_k(w, rows_at, x, out):
+    "out = the Q2_K matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(10, w, rows_at, x, out)
 @njit(cache=True)
-def matvec_q3_k(w, rows_at, x, out): _matvec(11, w, rows_at, x, out)
+def matvec_q3_k(w, rows_at, x, out):
+    "out = the Q3_K matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(11, w, rows_at, x, out)
 @njit(cache=True)
-def matvec_q4_k(w, rows_at, x, out): _matvec(12, w, rows_at, x, out)
+def matvec_q4_k(w, rows_at, x, out):
+    "out = the Q4_K matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(12, w, rows_at, x, out)
 @njit(cache=True)
-def matvec_q5_k(w, rows_at, x, out): _matvec(13, w, rows_at, x, out)
+def matvec_q5_k(w, rows_at, x, out):
+    "out = the Q5_K matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(13, w, rows_at, x, out)
 @njit(cache=True)
-def matvec_q6_k(w, rows_at, x, out): _matvec(14, w, rows_at, x, out)
+def matvec_q6_k(w, rows_at, x, out):
+    "out = the Q6_K matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(14, w, rows_at, x, out)
 
 # %% ../nbs/2_13_int8.ipynb #cec2d928
 @njit(cache=True)
-def gemm_q4_0(w, rows_at, X, out, col0): _gemm(2, w, rows_at, X, out, col0)
+def gemm_q4_0(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q4_0 matrix's rows, for a batch of tokens."
+    _gemm(2, w, rows_at, X, out, col0)
 @njit(cache=True)
-def gemm_q4_1(w, rows_at, X, out, col0): _gemm(3, w, rows_at, X, out, col0)
+def gemm_q4_1(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q4_1 matrix's rows, for a batch of tokens."
+    _gemm(3, w, rows_at, X, out, col0)
 @njit(cache=True)
-def gemm_q5_0(w, rows_at, X, out, col0): _gemm(6, w, rows_at, X, out, col0)
+def gemm_q5_0(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q5_0 matrix's rows, for a batch of tokens."
+    _gemm(6, w, rows_at, X, out, col0)
 @njit(cache=True)
-def gemm_q5_1(w, rows_at, X, out, col0): _gemm(7, w, rows_at, X, out, col0)
+def gemm_q5_1(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q5_1 matrix's rows, for a batch of tokens."
+    _gemm(7, w, rows_at, X, out, col0)
 @njit(cache=True)
-def gemm_q8_0(w, rows_at, X, out, col0): _gemm(8, w, rows_at, X, out, col0)
-@njit(cache=True)
-def gemm_q2_k(w, rows_at, X, out, col0): _gemm(10, w, rows_at, X, out, col0)
-@njit(cache=True)
-def gemm_q3_k(w, rows_at, X, out, col0): _gemm(11, w, rows_at, X, out, col0)
-@njit(cache=True)
-def gemm_q4_k(w, rows_at, X, out, col0): _gemm(12, w, rows_at, X, out, col0)
-@njit(cache=True)
-def gemm_q5_k(w, rows_at, X, out, col0): _gemm(13, w, rows_at, X, out, col0)
-@njit(cache=True)
-def gemm_q6_k(w, rows_at, X, out, col0): _gemm(14, w, rows_at, X, out, col0)
+def gemm_q8_0(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q8_0 matrix's rows, for a batch of tokens."
+    _gemm(8, w, rows_at, X, out, col0)
 
+# %% ../nbs/2_13_int8.ipynb #d50d365c
+@njit(cache=True)
+def gemm_q2_k(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q2_K matrix's rows, for a batch of tokens."
+    _gemm(10, w, rows_at, X, out, col0)
+@njit(cache=True)
+def gemm_q3_k(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q3_K matrix's rows, for a batch of tokens."
+    _gemm(11, w, rows_at, X, out, col0)
+@njit(cache=True)
+def gemm_q4_k(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q4_K matrix's rows, for a batch of tokens."
+    _gemm(12, w, rows_at, X, out, col0)
+@njit(cache=True)
+def gemm_q5_k(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q5_K matrix's rows, for a batch of tokens."
+    _gemm(13, w, rows_at, X, out, col0)
+@njit(cache=True)
+def gemm_q6_k(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the Q6_K matrix's rows, for a batch of tokens."
+    _gemm(14, w, rows_at, X, out, col0)
+
+# %% ../nbs/2_13_int8.ipynb #f55b90d8
 MATVEC = {GGMLType.Q4_0: matvec_q4_0, GGMLType.Q4_1: matvec_q4_1, GGMLType.Q5_0: matvec_q5_0, GGMLType.Q5_1: matvec_q5_1,
           GGMLType.Q8_0: matvec_q8_0, GGMLType.Q2_K: matvec_q2_k, GGMLType.Q3_K: matvec_q3_k, GGMLType.Q4_K: matvec_q4_k,
           GGMLType.Q5_K: matvec_q5_k, GGMLType.Q6_K: matvec_q6_k}
@@ -606,17 +652,29 @@ GEMM = {GGMLType.Q4_0: gemm_q4_0, GGMLType.Q4_1: gemm_q4_1, GGMLType.Q5_0: gemm_
 
 # %% ../nbs/2_13_int8.ipynb #7b103cf8
 @njit(cache=True)
-def matvec_iq4_nl(w, rows_at, x, out): _matvec(20, w, rows_at, x, out)
+def matvec_iq4_nl(w, rows_at, x, out):
+    "out = the IQ4_NL matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(20, w, rows_at, x, out)
 @njit(cache=True)
-def matvec_iq4_xs(w, rows_at, x, out): _matvec(23, w, rows_at, x, out)
+def matvec_iq4_xs(w, rows_at, x, out):
+    "out = the IQ4_XS matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(23, w, rows_at, x, out)
 @njit(cache=True)
-def gemm_iq4_nl(w, rows_at, X, out, col0): _gemm(20, w, rows_at, X, out, col0)
+def gemm_iq4_nl(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the IQ4_NL matrix's rows, for a batch of tokens."
+    _gemm(20, w, rows_at, X, out, col0)
 @njit(cache=True)
-def gemm_iq4_xs(w, rows_at, X, out, col0): _gemm(23, w, rows_at, X, out, col0)
+def gemm_iq4_xs(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the IQ4_XS matrix's rows, for a batch of tokens."
+    _gemm(23, w, rows_at, X, out, col0)
 @njit(cache=True)
-def matvec_mxfp4(w, rows_at, x, out): _matvec(39, w, rows_at, x, out)
+def matvec_mxfp4(w, rows_at, x, out):
+    "out = the MXFP4 matrix (rows at `rows_at` of the file's bytes `w`) times the vector x."
+    _matvec(39, w, rows_at, x, out)
 @njit(cache=True)
-def gemm_mxfp4(w, rows_at, X, out, col0): _gemm(39, w, rows_at, X, out, col0)
+def gemm_mxfp4(w, rows_at, X, out, col0):
+    "out[:, col0:] = X times the MXFP4 matrix's rows, for a batch of tokens."
+    _gemm(39, w, rows_at, X, out, col0)
 
 MATVEC.update({GGMLType.IQ4_NL: matvec_iq4_nl, GGMLType.IQ4_XS: matvec_iq4_xs, GGMLType.MXFP4: matvec_mxfp4})
 GEMM.update({GGMLType.IQ4_NL: gemm_iq4_nl, GGMLType.IQ4_XS: gemm_iq4_xs, GGMLType.MXFP4: gemm_mxfp4})
@@ -774,6 +832,7 @@ def _sums32(xb):
 
 @njit(cache=True, parallel=True)
 def matvec_q4_k_x8(wp, n_rows, x, out):
+    "out = the repacked Q4_K matrix `wp` times the vector x."
     nb = x.size // 256
     xq, xd, xb = quantize_q8(x.reshape(1, -1), 256)
     s32 = _sums32(xb)
@@ -784,6 +843,7 @@ def matvec_q4_k_x8(wp, n_rows, x, out):
 
 @njit(cache=True, parallel=True)
 def gemm_q4_k_x8(wp, n_rows, X, out, col0):
+    "out[:, col0:col0 + n_rows] = X times the repacked Q4_K matrix `wp`, for a batch of tokens."
     n, k = X.shape
     nb, n_groups, last, ks = k // 256, n_rows // 8, n - 1, k // 32
     xq, xd, xb = quantize_q8(X, 256)
@@ -899,6 +959,7 @@ def q6_k_x8_dot(typingctx, acc, w, wo, xq, xo, sums16, so, dx):
 # %% ../nbs/2_13_int8.ipynb #fd6949b3
 @njit(cache=True, parallel=True)
 def matvec_q6_k_x8(wp, n_rows, x, out):
+    "out = the repacked Q6_K matrix `wp` times the vector x."
     nb = x.size // 256
     xq, xd, xb = quantize_q8(x.reshape(1, -1), 256)
     for g in prange(n_rows // 8):
@@ -908,6 +969,7 @@ def matvec_q6_k_x8(wp, n_rows, x, out):
 
 @njit(cache=True, parallel=True)
 def gemm_q6_k_x8(wp, n_rows, X, out, col0):
+    "out[:, col0:col0 + n_rows] = X times the repacked Q6_K matrix `wp`, for a batch of tokens."
     n, k = X.shape
     nb, n_groups, last, ks = k // 256, n_rows // 8, n - 1, k // 16
     xq, xd, xb = quantize_q8(X, 256)
@@ -956,14 +1018,23 @@ def _repack_x0(kind, w, rows_at, n_cols):
                         store_u32(out, o + 128 + 4 * v, bits | (load_u32(out, o + 128 + 4 * v) if r else np.uint32(0)))
     return out
 
+# %% ../nbs/2_13_int8.ipynb #0a1b026e
 @njit(cache=True)
-def repack_q4_0_x8(w, rows_at, n_cols): return _repack_x0(2, w, rows_at, n_cols)
+def repack_q4_0_x8(w, rows_at, n_cols):
+    "The Q4_0 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
+    return _repack_x0(2, w, rows_at, n_cols)
 @njit(cache=True)
-def repack_q5_0_x8(w, rows_at, n_cols): return _repack_x0(6, w, rows_at, n_cols)
+def repack_q5_0_x8(w, rows_at, n_cols):
+    "The Q5_0 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
+    return _repack_x0(6, w, rows_at, n_cols)
 @njit(cache=True)
-def repack_q8_0_x8(w, rows_at, n_cols): return _repack_x0(8, w, rows_at, n_cols)
+def repack_q8_0_x8(w, rows_at, n_cols):
+    "The Q8_0 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
+    return _repack_x0(8, w, rows_at, n_cols)
 @njit(cache=True)
-def repack_mxfp4_x8(w, rows_at, n_cols): return _repack_x0(39, w, rows_at, n_cols)
+def repack_mxfp4_x8(w, rows_at, n_cols):
+    "The MXFP4 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
+    return _repack_x0(39, w, rows_at, n_cols)
 
 # %% ../nbs/2_13_int8.ipynb #4deacaeb
 def _dot_pair(builder, total, u0, s0, u1, s1):
@@ -1041,21 +1112,37 @@ def _gemm_x0(kind, wp, n_rows, X, out, col0):
 
 # %% ../nbs/2_13_int8.ipynb #c2d4cddd
 @njit(cache=True)
-def matvec_q4_0_x8(wp, n_rows, x, out): _matvec_x0(2, wp, n_rows, x, out)
+def matvec_q4_0_x8(wp, n_rows, x, out):
+    "out = the repacked Q4_0 matrix `wp` times the vector x."
+    _matvec_x0(2, wp, n_rows, x, out)
 @njit(cache=True)
-def matvec_q5_0_x8(wp, n_rows, x, out): _matvec_x0(6, wp, n_rows, x, out)
+def matvec_q5_0_x8(wp, n_rows, x, out):
+    "out = the repacked Q5_0 matrix `wp` times the vector x."
+    _matvec_x0(6, wp, n_rows, x, out)
 @njit(cache=True)
-def matvec_q8_0_x8(wp, n_rows, x, out): _matvec_x0(8, wp, n_rows, x, out)
+def matvec_q8_0_x8(wp, n_rows, x, out):
+    "out = the repacked Q8_0 matrix `wp` times the vector x."
+    _matvec_x0(8, wp, n_rows, x, out)
 @njit(cache=True)
-def matvec_mxfp4_x8(wp, n_rows, x, out): _matvec_x0(39, wp, n_rows, x, out)
+def matvec_mxfp4_x8(wp, n_rows, x, out):
+    "out = the repacked MXFP4 matrix `wp` times the vector x."
+    _matvec_x0(39, wp, n_rows, x, out)
 @njit(cache=True)
-def gemm_q4_0_x8(wp, n_rows, X, out, col0): _gemm_x0(2, wp, n_rows, X, out, col0)
+def gemm_q4_0_x8(wp, n_rows, X, out, col0):
+    "out[:, col0:col0 + n_rows] = X times the repacked Q4_0 matrix `wp`, for a batch of tokens."
+    _gemm_x0(2, wp, n_rows, X, out, col0)
 @njit(cache=True)
-def gemm_q5_0_x8(wp, n_rows, X, out, col0): _gemm_x0(6, wp, n_rows, X, out, col0)
+def gemm_q5_0_x8(wp, n_rows, X, out, col0):
+    "out[:, col0:col0 + n_rows] = X times the repacked Q5_0 matrix `wp`, for a batch of tokens."
+    _gemm_x0(6, wp, n_rows, X, out, col0)
 @njit(cache=True)
-def gemm_q8_0_x8(wp, n_rows, X, out, col0): _gemm_x0(8, wp, n_rows, X, out, col0)
+def gemm_q8_0_x8(wp, n_rows, X, out, col0):
+    "out[:, col0:col0 + n_rows] = X times the repacked Q8_0 matrix `wp`, for a batch of tokens."
+    _gemm_x0(8, wp, n_rows, X, out, col0)
 @njit(cache=True)
-def gemm_mxfp4_x8(wp, n_rows, X, out, col0): _gemm_x0(39, wp, n_rows, X, out, col0)
+def gemm_mxfp4_x8(wp, n_rows, X, out, col0):
+    "out[:, col0:col0 + n_rows] = X times the repacked MXFP4 matrix `wp`, for a batch of tokens."
+    _gemm_x0(39, wp, n_rows, X, out, col0)
 
 INTERLEAVED[GGMLType.Q4_0] = (repack_q4_0_x8, matvec_q4_0_x8, gemm_q4_0_x8)
 INTERLEAVED[GGMLType.Q5_0] = (repack_q5_0_x8, matvec_q5_0_x8, gemm_q5_0_x8)

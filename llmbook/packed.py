@@ -578,21 +578,37 @@ def _rows(kind, a, rows, out):
 
 # %% ../nbs/2_12_packed.ipynb #76c61340
 @njit(cache=True)
-def rows_q4(d, m, qs, rows, out): _rows("q4", (d, m, qs), rows, out)
+def rows_q4(d, m, qs, rows, out):
+    "The rows `rows` of the packed Q4_0/Q4_1 matrix, as float32, into `out`."
+    _rows("q4", (d, m, qs), rows, out)
 @njit(cache=True)
-def rows_q4_k(d, dmin, sc, mn, qs, rows, out): _rows("q4_k", (d, dmin, sc, mn, qs), rows, out)
+def rows_q4_k(d, dmin, sc, mn, qs, rows, out):
+    "The rows `rows` of the packed Q4_K matrix, as float32, into `out`."
+    _rows("q4_k", (d, dmin, sc, mn, qs), rows, out)
 @njit(cache=True)
-def rows_q5(d, m, qs, hb, rows, out): _rows("q5", (d, m, qs, hb), rows, out)
+def rows_q5(d, m, qs, hb, rows, out):
+    "The rows `rows` of the packed Q5_0/Q5_1 matrix, as float32, into `out`."
+    _rows("q5", (d, m, qs, hb), rows, out)
 @njit(cache=True)
-def rows_q5_k(d, dmin, sc, mn, qs, hb, rows, out): _rows("q5_k", (d, dmin, sc, mn, qs, hb), rows, out)
+def rows_q5_k(d, dmin, sc, mn, qs, hb, rows, out):
+    "The rows `rows` of the packed Q5_K matrix, as float32, into `out`."
+    _rows("q5_k", (d, dmin, sc, mn, qs, hb), rows, out)
 @njit(cache=True)
-def rows_q8(d, qs, rows, out): _rows("q8", (d, qs), rows, out)
+def rows_q8(d, qs, rows, out):
+    "The rows `rows` of the packed Q8_0 matrix, as float32, into `out`."
+    _rows("q8", (d, qs), rows, out)
 @njit(cache=True)
-def rows_q6_k(d, sc, ql, qh, rows, out): _rows("q6_k", (d, sc, ql, qh), rows, out)
+def rows_q6_k(d, sc, ql, qh, rows, out):
+    "The rows `rows` of the packed Q6_K matrix, as float32, into `out`."
+    _rows("q6_k", (d, sc, ql, qh), rows, out)
 @njit(cache=True)
-def rows_f32(w, rows, out): _rows("f32", (w,), rows, out)
+def rows_f32(w, rows, out):
+    "The rows `rows` of the packed F32 matrix, as float32, into `out`."
+    _rows("f32", (w,), rows, out)
 @njit(cache=True)
-def rows_f16(w, rows, out): _rows("f16", (w,), rows, out)
+def rows_f16(w, rows, out):
+    "The rows `rows` of the packed F16 matrix, as float32, into `out`."
+    _rows("f16", (w,), rows, out)
 
 ROW_KERNELS = {"q4": rows_q4, "q4_k": rows_q4_k, "q5": rows_q5, "q5_k": rows_q5_k, "q8": rows_q8, "q6_k": rows_q6_k,
                "f32": rows_f32, "f16": rows_f16}
@@ -647,21 +663,37 @@ def _gemm(kind, a, X, out, col0):
 
 # %% ../nbs/2_12_packed.ipynb #a6046ca2
 @njit(cache=True)
-def gemm_q4(d, m, qs, X, out, col0): _gemm("q4", (d, m, qs), X, out, col0)
+def gemm_q4(d, m, qs, X, out, col0):
+    "out[:, col0:] = X times the Q4_0/Q4_1 matrix's rows, for a batch of tokens."
+    _gemm("q4", (d, m, qs), X, out, col0)
 @njit(cache=True)
-def gemm_q4_k(d, dmin, sc, mn, qs, X, out, col0): _gemm("q4_k", (d, dmin, sc, mn, qs), X, out, col0)
+def gemm_q4_k(d, dmin, sc, mn, qs, X, out, col0):
+    "out[:, col0:] = X times the Q4_K matrix's rows, for a batch of tokens."
+    _gemm("q4_k", (d, dmin, sc, mn, qs), X, out, col0)
 @njit(cache=True)
-def gemm_q5(d, m, qs, hb, X, out, col0): _gemm("q5", (d, m, qs, hb), X, out, col0)
+def gemm_q5(d, m, qs, hb, X, out, col0):
+    "out[:, col0:] = X times the Q5_0/Q5_1 matrix's rows, for a batch of tokens."
+    _gemm("q5", (d, m, qs, hb), X, out, col0)
 @njit(cache=True)
-def gemm_q5_k(d, dmin, sc, mn, qs, hb, X, out, col0): _gemm("q5_k", (d, dmin, sc, mn, qs, hb), X, out, col0)
+def gemm_q5_k(d, dmin, sc, mn, qs, hb, X, out, col0):
+    "out[:, col0:] = X times the Q5_K matrix's rows, for a batch of tokens."
+    _gemm("q5_k", (d, dmin, sc, mn, qs, hb), X, out, col0)
 @njit(cache=True)
-def gemm_q8(d, qs, X, out, col0): _gemm("q8", (d, qs), X, out, col0)
+def gemm_q8(d, qs, X, out, col0):
+    "out[:, col0:] = X times the Q8_0 matrix's rows, for a batch of tokens."
+    _gemm("q8", (d, qs), X, out, col0)
 @njit(cache=True)
-def gemm_q6_k(d, sc, ql, qh, X, out, col0): _gemm("q6_k", (d, sc, ql, qh), X, out, col0)
+def gemm_q6_k(d, sc, ql, qh, X, out, col0):
+    "out[:, col0:] = X times the Q6_K matrix's rows, for a batch of tokens."
+    _gemm("q6_k", (d, sc, ql, qh), X, out, col0)
 @njit(cache=True)
-def gemm_f32(w, X, out, col0): _gemm("f32", (w,), X, out, col0)
+def gemm_f32(w, X, out, col0):
+    "out[:, col0:] = X times the F32 matrix's rows, for a batch of tokens."
+    _gemm("f32", (w,), X, out, col0)
 @njit(cache=True)
-def gemm_f16(w, X, out, col0): _gemm("f16", (w,), X, out, col0)
+def gemm_f16(w, X, out, col0):
+    "out[:, col0:] = X times the F16 matrix's rows, for a batch of tokens."
+    _gemm("f16", (w,), X, out, col0)
 
 GEMM_KERNELS = {"q4": gemm_q4, "q4_k": gemm_q4_k, "q5": gemm_q5, "q5_k": gemm_q5_k, "q8": gemm_q8, "q6_k": gemm_q6_k,
                 "f32": gemm_f32, "f16": gemm_f16}
