@@ -4,7 +4,7 @@
 
 # %% ../nbs/1_01_gguf.ipynb #d95e6128
 from __future__ import annotations
-import difflib, math, mmap, os, stat, struct, sys
+import difflib, math, mmap, os, stat, struct
 from collections import Counter
 from dataclasses import dataclass
 from enum import IntEnum
@@ -14,8 +14,8 @@ from fastcore.basics import patch
 from .tensors import GGMLType, GGML_TYPES, QTensor
 
 # %% auto #0
-__all__ = ['SCALAR_DTYPES', 'MAX_NESTING', 'GGML_MAX_DIMS', 'GGML_MAX_NAME', 'INT64_MAX', 'MADV_POPULATE_READ', 'GGUFError',
-           'GGUFValueType', 'TensorInfo', 'TensorNotFound', 'GGUFFile', 'infer_value_type', 'GGUFWriter']
+__all__ = ['SCALAR_DTYPES', 'MAX_NESTING', 'GGML_MAX_DIMS', 'GGML_MAX_NAME', 'INT64_MAX', 'GGUFError', 'GGUFValueType',
+           'TensorInfo', 'TensorNotFound', 'GGUFFile', 'infer_value_type', 'GGUFWriter']
 
 # %% ../nbs/1_01_gguf.ipynb #ff1572a4
 class GGUFError(ValueError):
@@ -357,17 +357,6 @@ def summary(self: GGUFFile, max_tensors: int | None = None) -> str:
 def __repr__(self: GGUFFile):
     return (f"GGUFFile({str(self.path)!r}, version={self.version}, arch={self.arch!r}, "
             f"{len(self.tensors)} tensors, {len(self.metadata)} metadata keys)")
-
-# %% ../nbs/1_01_gguf.ipynb #5d1d0d96
-MADV_POPULATE_READ = 22      # Linux 5.14 and later (Python's mmap module names it only from 3.13)
-
-@patch
-def populate(self: GGUFFile) -> bool:
-    "Map every page of the file now, in one pass, instead of one fault per page when a kernel first reads it."
-    if sys.platform != "linux" or self._mm is None: return False
-    try: self._mm.madvise(MADV_POPULATE_READ)
-    except OSError: return False          # an older kernel: the pages fault in one by one, as before
-    return True
 
 # %% ../nbs/1_01_gguf.ipynb #57bf59a5
 @patch

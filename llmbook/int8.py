@@ -6,20 +6,21 @@
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
            'V8I32', 'V8F32', 'BLOCK_DOTS', 'KINDS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS',
            'ROW_PAIRS', 'GEMM_ROWS', 'MATVEC', 'GEMM', 'NIBBLES', 'CRUMBS', 'X8_BYTES', 'V8I16', 'V8I8', 'V8F16',
-           'INTERLEAVED', 'X6_BYTES', 'X40_BYTES', 'X50_BYTES', 'X80_BYTES', 'X0_GROUP', 'X0_OFFSET', 'X0_LEVELS_AT',
-           'E8M0_HALF', 'host_features', 'target_features', 'has_vnni', 'kernel_set', 'F32x8', 'vzero', 'vsum',
-           'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0', 'matvec_q4_1',
-           'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k',
-           'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k',
-           'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs',
-           'matvec_mxfp4', 'gemm_mxfp4', 'BlockMatrix', 'load_u32', 'store_u32', 'repack_q4_k_x8', 'q4_k_x8_dot',
-           'vstore', 'matvec_q4_k_x8', 'gemm_q4_k_x8', 'InterleavedMatrix', 'block_matrix', 'f16_at', 'repack_q6_k_x8',
-           'q6_k_x8_dot', 'matvec_q6_k_x8', 'gemm_q6_k_x8', 'repack_q4_0_x8', 'repack_q5_0_x8', 'repack_q8_0_x8',
-           'repack_mxfp4_x8', 'x0_x8_dot', 'matvec_q4_0_x8', 'matvec_q5_0_x8', 'matvec_q8_0_x8', 'matvec_mxfp4_x8',
-           'gemm_q4_0_x8', 'gemm_q5_0_x8', 'gemm_q8_0_x8', 'gemm_mxfp4_x8']
+           'INTERLEAVED', 'SLAB_ROWS', 'X6_BYTES', 'X40_BYTES', 'X50_BYTES', 'X80_BYTES', 'X0_GROUP', 'X0_OFFSET',
+           'X0_LEVELS_AT', 'E8M0_HALF', 'host_features', 'target_features', 'has_vnni', 'kernel_set', 'F32x8', 'vzero',
+           'vsum', 'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0',
+           'matvec_q4_1', 'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k',
+           'matvec_q5_k', 'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k',
+           'gemm_q3_k', 'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl',
+           'gemm_iq4_xs', 'matvec_mxfp4', 'gemm_mxfp4', 'BlockMatrix', 'load_u32', 'store_u32', 'repack_q4_k_x8',
+           'q4_k_x8_dot', 'q4_k_x8_dot4', 'vstore', 'matvec_q4_k_x8', 'gemm_q4_k_x8', 'InterleavedMatrix',
+           'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot', 'matvec_q6_k_x8', 'gemm_q6_k_x8',
+           'repack_q4_0_x8', 'repack_q5_0_x8', 'repack_q8_0_x8', 'repack_mxfp4_x8', 'x0_x8_dot', 'matvec_q4_0_x8',
+           'matvec_q5_0_x8', 'matvec_q8_0_x8', 'matvec_mxfp4_x8', 'gemm_q4_0_x8', 'gemm_q5_0_x8', 'gemm_q8_0_x8',
+           'gemm_mxfp4_x8']
 
 # %% ../nbs/2_13_int8.ipynb #66f44c31
-import os, platform
+import mmap, os, platform
 import numpy as np
 import numba
 from numba import njit, prange, types
@@ -776,39 +777,66 @@ def _broadcast4(builder, p, offset):
     return builder.bitcast(_splat(builder, _at(builder, p, offset, I32), V8I32), V32I8)
 
 # %% ../nbs/2_13_int8.ipynb #d4c7de0f
+def _q4_k_x8_code(builder, pw, tokens):
+    """The dots of the 8 rows of the Q4_K group at `pw` with each token of `tokens` (a list of acc, px, ps, dx: the
+    accumulator, the int8 activations, their sums of 32, the scale); each vector of weights is split once for all."""
+    zero, pairs, vnni = ir.Constant(V8I32, [0] * 8), _mask([i // 2 for i in range(16)]), has_vnni()
+    totals = [zero] * len(tokens)
+    for j in range(8):                                      # sub-block j: 32 weights of each row
+        s = [zero if vnni else None] * len(tokens)
+        for h in range(4):
+            q = _at(builder, pw, 128 * j + 32 * h, V32I8)
+            lo, hi = builder.and_(q, _const(V32I8, 15)), builder.lshr(q, _const(V32I8, 4))
+            for t, (_, px, _, _) in enumerate(tokens):
+                x0, x1 = _broadcast4(builder, px, 32 * j + 4 * h), _broadcast4(builder, px, 32 * j + 4 * h + 16)
+                if vnni: s[t] = _dpbusd(builder, _dpbusd(builder, s[t], lo, x0), hi, x1)   # straight into 32-bit sums
+                else:
+                    p = builder.add(_maddubs(builder, lo, x0), _maddubs(builder, hi, x1))
+                    s[t] = p if s[t] is None else builder.add(s[t], p)     # 16-bit sums: at most 30 720
+        sc = builder.zext(_at(builder, pw, 1024 + 8 * j, V8I8), V8I32 if vnni else V8I16)
+        scale = (lambda v: builder.mul(v, sc)) if vnni else (lambda v: _madd(builder, v, builder.shuffle_vector(sc, sc, pairs)))
+        totals = [builder.add(total, scale(v)) for total, v in zip(totals, s)]     # row r's scale (twice, in 16 bits)
+    mins, both = [zero] * len(tokens), _mask([i // 2 + 8 * (i % 2) for i in range(16)])
+    for j in range(0, 8, 2):                                # two sub-blocks' minimums against their two sums
+        ma, mb = (builder.zext(_at(builder, pw, 1088 + 8 * i, V8I8), V8I16) for i in (j, j + 1))
+        m = builder.shuffle_vector(ma, mb, both)
+        sums = [builder.bitcast(_splat(builder, _at(builder, ps, 2 * j, I32), V8I32), V16I16) for _, _, ps, _ in tokens]
+        mins = [builder.add(total, _madd(builder, m, x)) for total, x in zip(mins, sums)]
+    fma = lambda a, b, c: _x86(builder, "llvm.fma.v8f32", V8F32, a, b, c)
+    d, dmin = (builder.fpext(_at(builder, pw, at, V8F16), V8F32) for at in (1152, 1168))
+    out = []
+    for (acc, _, _, dx), total, mn in zip(tokens, totals, mins):
+        dxs = _splat(builder, dx, V8F32)
+        acc = fma(builder.sitofp(total, V8F32), builder.fmul(d, dxs), acc)
+        out.append(fma(builder.sitofp(mn, V8F32), builder.fneg(builder.fmul(dmin, dxs)), acc))
+    return out
+
+# %% ../nbs/2_13_int8.ipynb #60aa4e5b
+def _token(context, builder, tys, acc, xq, xo, s32, so, dx):
+    "One token's operands for `_q4_k_x8_code`: its accumulator, pointers to its activations and their sums, its scale."
+    ps = _byte_ptr(context, builder, tys[1], s32, builder.mul(so, ir.Constant(so.type, 2)))
+    return acc, _byte_ptr(context, builder, tys[0], xq, xo), ps, dx
+
 @intrinsic
 def q4_k_x8_dot(typingctx, acc, w, wo, xq, xo, sums32, so, dx):
     "acc + dx * (the 8 rows of the group at byte wo of w) . (the 256 activations at xq[xo:]), one row per lane."
     def codegen(context, builder, sig, args):
         acc, w, wo, xq, xo, s32, so, dx = args
-        pw, px = _byte_ptr(context, builder, sig.args[1], w, wo), _byte_ptr(context, builder, sig.args[3], xq, xo)
-        ps = _byte_ptr(context, builder, sig.args[5], s32, builder.mul(so, ir.Constant(so.type, 2)))
-        total, pairs, vnni = ir.Constant(V8I32, [0] * 8), _mask([i // 2 for i in range(16)]), has_vnni()
-        for j in range(8):                                      # sub-block j: 32 weights of each row
-            s = ir.Constant(V8I32, [0] * 8) if vnni else None
-            for h in range(4):
-                q = _at(builder, pw, 128 * j + 32 * h, V32I8)
-                lo, hi = builder.and_(q, _const(V32I8, 15)), builder.lshr(q, _const(V32I8, 4))
-                x0, x1 = _broadcast4(builder, px, 32 * j + 4 * h), _broadcast4(builder, px, 32 * j + 4 * h + 16)
-                if vnni:                                        # straight into 32-bit sums, one row per lane
-                    s = _dpbusd(builder, _dpbusd(builder, s, lo, x0), hi, x1)
-                    continue
-                p = builder.add(_maddubs(builder, lo, x0), _maddubs(builder, hi, x1))
-                s = p if s is None else builder.add(s, p)      # 16-bit sums: at most 30 720
-            if vnni: total = builder.add(total, builder.mul(s, builder.zext(_at(builder, pw, 1024 + 8 * j, V8I8), V8I32)))
-            else:
-                sc = builder.zext(_at(builder, pw, 1024 + 8 * j, V8I8), V8I16)
-                total = builder.add(total, _madd(builder, s, builder.shuffle_vector(sc, sc, pairs)))   # row r's scale, twice
-        mins, both = ir.Constant(V8I32, [0] * 8), _mask([i // 2 + 8 * (i % 2) for i in range(16)])
-        for j in range(0, 8, 2):                                # two sub-blocks' minimums against their two sums
-            ma, mb = (builder.zext(_at(builder, pw, 1088 + 8 * i, V8I8), V8I16) for i in (j, j + 1))
-            sums = builder.bitcast(_splat(builder, _at(builder, ps, 2 * j, I32), V8I32), V16I16)
-            mins = builder.add(mins, _madd(builder, builder.shuffle_vector(ma, mb, both), sums))
-        fma = lambda a, b, c: _x86(builder, "llvm.fma.v8f32", V8F32, a, b, c)
-        f16s = lambda at: builder.fmul(builder.fpext(_at(builder, pw, at, V8F16), V8F32), _splat(builder, dx, V8F32))
-        acc = fma(builder.sitofp(total, V8F32), f16s(1152), acc)
-        return fma(builder.sitofp(mins, V8F32), builder.fneg(f16s(1168)), acc)
+        token = _token(context, builder, (sig.args[3], sig.args[5]), acc, xq, xo, s32, so, dx)
+        return _q4_k_x8_code(builder, _byte_ptr(context, builder, sig.args[1], w, wo), [token])[0]
     return f32x8(acc, w, wo, xq, xo, sums32, so, dx), codegen
+
+@intrinsic
+def q4_k_x8_dot4(typingctx, accs, w, wo, xq, xos, sums32, sos, dxs):
+    "`q4_k_x8_dot` for four tokens at once (`accs`, `xos`, `sos`, `dxs` are 4-tuples): each weight vector split once."
+    def codegen(context, builder, sig, args):
+        accs, w, wo, xq, xos, s32, sos, dxs = args
+        at = lambda tup, i: builder.extract_value(tup, i)
+        tokens = [_token(context, builder, (sig.args[3], sig.args[5]), at(accs, i), xq, at(xos, i), s32, at(sos, i), at(dxs, i))
+                  for i in range(4)]
+        outs = _q4_k_x8_code(builder, _byte_ptr(context, builder, sig.args[1], w, wo), tokens)
+        return context.make_tuple(builder, sig.return_type, outs)
+    return types.UniTuple(f32x8, 4)(accs, w, wo, xq, xos, sums32, sos, dxs), codegen
 
 # %% ../nbs/2_13_int8.ipynb #57a16c01
 @intrinsic
@@ -854,16 +882,27 @@ def gemm_q4_k_x8(wp, n_rows, X, out, col0):
             for g in range(2 * tile, min(2 * tile + 2, n_groups)):
                 a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
                 for b in range(nb):
-                    wo = (g * nb + b) * X8_BYTES
-                    a0 = q4_k_x8_dot(a0, wp, wo, xq, k * t0 + 256 * b, s32, ks * t0 + 8 * b, xd[t0, b])
-                    a1 = q4_k_x8_dot(a1, wp, wo, xq, k * t1 + 256 * b, s32, ks * t1 + 8 * b, xd[t1, b])
-                    a2 = q4_k_x8_dot(a2, wp, wo, xq, k * t2 + 256 * b, s32, ks * t2 + 8 * b, xd[t2, b])
-                    a3 = q4_k_x8_dot(a3, wp, wo, xq, k * t3 + 256 * b, s32, ks * t3 + 8 * b, xd[t3, b])
+                    xo = (k * t0 + 256 * b, k * t1 + 256 * b, k * t2 + 256 * b, k * t3 + 256 * b)
+                    so = (ks * t0 + 8 * b, ks * t1 + 8 * b, ks * t2 + 8 * b, ks * t3 + 8 * b)
+                    a0, a1, a2, a3 = q4_k_x8_dot4((a0, a1, a2, a3), wp, (g * nb + b) * X8_BYTES, xq, xo, s32, so,
+                                                  (xd[t0, b], xd[t1, b], xd[t2, b], xd[t3, b]))
                 vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
                 vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
 
 # %% ../nbs/2_13_int8.ipynb #9d28457e
 INTERLEAVED = {GGMLType.Q4_K: (repack_q4_k_x8, matvec_q4_k_x8, gemm_q4_k_x8)}   # type -> (repack, matvec, gemm)
+
+SLAB_ROWS = 8192      # rows repacked at a time (whole groups of 8): at most one slab's file pages stay resident
+
+def _file_map(a: np.ndarray):
+    "The mmap under the file's bytes `a` (None for an array of our own)."
+    b = _root(a).base
+    return b.obj if isinstance(b, memoryview) and isinstance(b.obj, mmap.mmap) else None
+
+def _drop_range(mm, lo: int, hi: int):
+    "Hand back the whole pages inside bytes lo..hi of the map `mm`."
+    a, b = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE, hi // mmap.PAGESIZE * mmap.PAGESIZE
+    if b > a and hasattr(mmap, "MADV_DONTNEED"): mm.madvise(mmap.MADV_DONTNEED, a, b - a)
 
 class InterleavedMatrix(BlockMatrix):
     "Matrices repacked once, 8 rows interleaved, for kernels whose vector lanes are rows."
@@ -872,7 +911,15 @@ class InterleavedMatrix(BlockMatrix):
         if self.type not in INTERLEAVED or self.n_rows % 8:
             raise ValueError(f"interleaving needs one of {', '.join(t.name for t in INTERLEAVED)} and rows in groups of 8")
         repack, self._matvec, self._gemm = INTERLEAVED[self.type]
-        self.packed = repack(self.w, self.rows_at, self.n_cols)
+        mm, n = _file_map(self.w), self.n_rows
+        if mm is None or n <= SLAB_ROWS: self.packed = repack(self.w, self.rows_at, self.n_cols)
+        else:
+            for a in range(0, n, SLAB_ROWS):
+                rows = self.rows_at[a:a + SLAB_ROWS]
+                part = repack(self.w, rows, self.n_cols)
+                if a == 0: per_row = part.size // len(rows); self.packed = np.empty(n * per_row, np.uint8)
+                self.packed[a * per_row:a * per_row + part.size] = part
+                _drop_range(mm, int(rows.min()), int(rows.max()) + self.row_bytes)
         self.arrays = (self.packed, self.n_rows)
 
     nbytes = property(lambda self: self.packed.nbytes)

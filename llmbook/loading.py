@@ -34,7 +34,5 @@ def load(path=None, n_threads: int | None = None, n_ctx: int | None = None, kern
     the same bits however it is batched (chapter 16; default: where it is free, the integer kernels); `cache_type`:
     how the KV cache stores keys and values: "f16" (llama.cpp's default, half the memory of "f32"; chapter 05), "f32",
     or "q8_0" (8-bit blocks, about a quarter of "f32")."""
-    f = GGUFFile(model_file(path))
-    f.populate()                                   # chapter 01: every page mapped in one pass
-    return LLM(f, n_ctx, cache_type=cache_type, families=moe.FAMILIES,
+    return LLM(GGUFFile(model_file(path)), n_ctx, cache_type=cache_type, families=moe.FAMILIES,
                engine=lambda model: KernelEngine(model, n_threads, kernels, deterministic))

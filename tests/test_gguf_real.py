@@ -89,15 +89,3 @@ def test_summary_mentions_everything(pair):
     assert f"[{n_vocab} items: " in s
     for name in ours.tensors: assert name in s
 
-
-def test_populate_maps_every_page_once(real_model_path):
-    "GGUFFile.populate: True on Linux 5.14+ (MADV_POPULATE_READ), the bytes unchanged; False once the file is closed."
-    import platform, re, sys
-    f = GGUFFile(real_model_path)
-    name = next(iter(f.tensors))
-    before = np.array(f.qtensor(name).data)
-    release = tuple(int(x) for x in re.findall(r"\d+", platform.release())[:2])
-    assert f.populate() is (sys.platform == "linux" and release >= (5, 14))
-    np.testing.assert_array_equal(f.qtensor(name).data, before)
-    f.close()
-    assert f.populate() is False

@@ -157,3 +157,17 @@ def test_one_matrix_interface_with_the_same_checks():
         with pytest.raises(ValueError, match="X must"): m.matmul(np.zeros((3, 255), np.float32))
         with pytest.raises(IndexError): m.rows([16])
         np.testing.assert_allclose(m.rows([3, 0]), pack(qt).rows([3, 0]), rtol=0, atol=0)
+
+def test_a_large_matrix_is_repacked_in_slabs_from_the_file(tmp_path):
+    "Over SLAB_ROWS rows of a file map: repacked a slab at a time, each slab's file pages handed back; the same bytes as one repack."
+    from llmbook.gguf import GGUFFile, GGUFWriter
+    from llmbook.int8 import SLAB_ROWS, _file_map
+    qt = random_qtensor("Q8_0", (SLAB_ROWS + 64, 64), 21)
+    w = GGUFWriter(tmp_path / "m.gguf"); w.add_tensor("m", qt); w.write()
+    with GGUFFile(tmp_path / "m.gguf") as f:
+        q = f.qtensor("m")
+        assert _file_map(q.data) is not None and _file_map(np.array(q.data)) is None
+        slabs, whole = InterleavedMatrix(q), InterleavedMatrix(qt)
+        np.testing.assert_array_equal(slabs.packed, whole.packed)
+        x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+        np.testing.assert_array_equal(slabs.matvec(x), whole.matvec(x))
