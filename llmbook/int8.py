@@ -6,18 +6,18 @@
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
            'V8I32', 'V8F32', 'BLOCK_DOTS', 'KINDS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS',
            'ROW_PAIRS', 'GEMM_ROWS', 'MATVEC', 'GEMM', 'NIBBLES', 'CRUMBS', 'X8_BYTES', 'V8I16', 'V8I8', 'V8F16',
-           'INTERLEAVED', 'SLAB_ROWS', 'X6_BYTES', 'X40_BYTES', 'X50_BYTES', 'X80_BYTES', 'X0_GROUP', 'X0_OFFSET',
-           'X0_LEVELS_AT', 'E8M0_HALF', 'host_features', 'target_features', 'has_vnni', 'kernel_set', 'F32x8', 'vzero',
-           'vsum', 'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot', 'matvec_q4_0',
-           'matvec_q4_1', 'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k', 'matvec_q4_k',
-           'matvec_q5_k', 'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k',
-           'gemm_q3_k', 'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs', 'gemm_iq4_nl',
-           'gemm_iq4_xs', 'matvec_mxfp4', 'gemm_mxfp4', 'BlockMatrix', 'load_u32', 'store_u32', 'repack_q4_k_x8',
-           'q4_k_x8_dot', 'q4_k_x8_dot4', 'vstore', 'matvec_q4_k_x8', 'gemm_q4_k_x8', 'InterleavedMatrix',
-           'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot', 'matvec_q6_k_x8', 'gemm_q6_k_x8',
-           'repack_q4_0_x8', 'repack_q5_0_x8', 'repack_q8_0_x8', 'repack_mxfp4_x8', 'x0_x8_dot', 'matvec_q4_0_x8',
-           'matvec_q5_0_x8', 'matvec_q8_0_x8', 'matvec_mxfp4_x8', 'gemm_q4_0_x8', 'gemm_q5_0_x8', 'gemm_q8_0_x8',
-           'gemm_mxfp4_x8']
+           'INTERLEAVED', 'SLAB_ROWS', 'X6_BYTES', 'X40_BYTES', 'X50_BYTES', 'X80_BYTES', 'X41_BYTES', 'X0_GROUP',
+           'X0_OFFSET', 'X0_LEVELS_AT', 'E8M0_HALF', 'host_features', 'target_features', 'has_vnni', 'kernel_set',
+           'F32x8', 'vzero', 'vsum', 'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot',
+           'matvec_q4_0', 'matvec_q4_1', 'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k',
+           'matvec_q4_k', 'matvec_q5_k', 'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0',
+           'gemm_q2_k', 'gemm_q3_k', 'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs',
+           'gemm_iq4_nl', 'gemm_iq4_xs', 'matvec_mxfp4', 'gemm_mxfp4', 'BlockMatrix', 'load_u32', 'store_u32',
+           'repack_q4_k_x8', 'q4_k_x8_dot', 'q4_k_x8_dot4', 'vstore', 'matvec_q4_k_x8', 'gemm_q4_k_x8',
+           'InterleavedMatrix', 'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot', 'matvec_q6_k_x8',
+           'gemm_q6_k_x8', 'repack_q4_0_x8', 'repack_q4_1_x8', 'repack_q5_0_x8', 'repack_q8_0_x8', 'repack_mxfp4_x8',
+           'x0_x8_dot', 'matvec_q4_0_x8', 'matvec_q4_1_x8', 'matvec_q5_0_x8', 'matvec_q8_0_x8', 'matvec_mxfp4_x8',
+           'gemm_q4_0_x8', 'gemm_q4_1_x8', 'gemm_q5_0_x8', 'gemm_q8_0_x8', 'gemm_mxfp4_x8']
 
 # %% ../nbs/2_13_int8.ipynb #66f44c31
 import mmap, os, platform
@@ -1038,9 +1038,10 @@ INTERLEAVED[GGMLType.Q6_K] = (repack_q6_k_x8, matvec_q6_k_x8, gemm_q6_k_x8)
 
 # %% ../nbs/2_13_int8.ipynb #052db178
 X40_BYTES, X50_BYTES, X80_BYTES = 160, 192, 288   # one group: 8 rows x one block of 32 weights and 8 float32 scales
-X0_GROUP = tuple({2: X40_BYTES, 6: X50_BYTES, 8: X80_BYTES, 39: X40_BYTES}.get(i, 0) for i in KINDS)  # by type id
+X41_BYTES = 192                                   # Q4_1: and its 8 minimums, float32 too, at byte 128
+X0_GROUP = tuple({2: X40_BYTES, 3: X41_BYTES, 6: X50_BYTES, 8: X80_BYTES, 39: X40_BYTES}.get(i, 0) for i in KINDS)  # by type id
 X0_OFFSET = tuple({2: 8, 6: 16, 39: 12}.get(i, 0) for i in KINDS)   # a level l means (l - offset) * d (Q8_0's are signed)
-X0_LEVELS_AT = tuple({2: 2, 6: 6, 8: 2, 39: 1}.get(i, 0) for i in KINDS)   # where a block's levels start in the file
+X0_LEVELS_AT = tuple({2: 2, 3: 4, 6: 6, 8: 2, 39: 1}.get(i, 0) for i in KINDS)   # where a block's levels start in the file
 E8M0_HALF = e8m0_half(np.arange(256, dtype=np.uint8))[:, 0].copy()      # MXFP4's scale byte -> its float32 (chapter 02)
 
 @njit(cache=True, parallel=True)
@@ -1057,6 +1058,7 @@ def _repack_x0(kind, w, rows_at, n_cols):
             for r in range(8):
                 src = rows_at[8 * g + r] + size * b
                 d[(o + group - 32) // 4 + r] = E8M0_HALF[w[src]] if kind == 39 else f16_at(w, src)
+                if kind == 3: d[(o + 128) // 4 + r] = f16_at(w, src + 2)     # Q4_1's minimum m
                 for h in range(words): store_u32(out, o + 32 * h + 4 * r, load_u32(w, src + at + 4 * h))
                 if kind == 6:                              # Q5_0: bits 16 half + 4h .. +3 of qh: row r's 4 bits of word (h, half)
                     qh = load_u32(w, src + 2)
@@ -1070,6 +1072,10 @@ def _repack_x0(kind, w, rows_at, n_cols):
 def repack_q4_0_x8(w, rows_at, n_cols):
     "The Q4_0 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
     return _repack_x0(2, w, rows_at, n_cols)
+@njit(cache=True)
+def repack_q4_1_x8(w, rows_at, n_cols):
+    "The Q4_1 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
+    return _repack_x0(3, w, rows_at, n_cols)
 @njit(cache=True)
 def repack_q5_0_x8(w, rows_at, n_cols):
     "The Q5_0 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
@@ -1121,7 +1127,11 @@ def x0_x8_dot(typingctx, kind, acc, w, wo, xq, xo, sums32, so, dx):
             xsum = builder.mul(builder.sext(_at(builder, ps, 0, I16), I32), ir.Constant(I32, off))
             total = builder.sub(total, _splat(builder, xsum, V8I32))             # the levels' offset: off x sum(x)
         d = builder.fmul(_at(builder, pw, group - 32, V8F32), _splat(builder, dx, V8F32))
-        return _x86(builder, "llvm.fma.v8f32", V8F32, builder.sitofp(total, V8F32), d, acc)
+        acc = _x86(builder, "llvm.fma.v8f32", V8F32, builder.sitofp(total, V8F32), d, acc)
+        if kind != 3: return acc
+        xsum = builder.fmul(builder.sitofp(_at(builder, ps, 0, I16), F32), dx)         # Q4_1: + m * sum(x), the sum
+        xsum = builder.fpext(builder.fptrunc(xsum, ir.HalfType()), F32)              # kept as an f16 (as in place)
+        return _x86(builder, "llvm.fma.v8f32", V8F32, _at(builder, pw, 128, V8F32), _splat(builder, xsum, V8F32), acc)
     return f32x8(types.literal(kind), acc, w, wo, xq, xo, sums32, so, dx), codegen
 
 # %% ../nbs/2_13_int8.ipynb #bf33c499
@@ -1163,6 +1173,10 @@ def matvec_q4_0_x8(wp, n_rows, x, out):
     "out = the repacked Q4_0 matrix `wp` times the vector x."
     _matvec_x0(2, wp, n_rows, x, out)
 @njit(cache=True)
+def matvec_q4_1_x8(wp, n_rows, x, out):
+    "out = the repacked Q4_1 matrix `wp` times the vector x."
+    _matvec_x0(3, wp, n_rows, x, out)
+@njit(cache=True)
 def matvec_q5_0_x8(wp, n_rows, x, out):
     "out = the repacked Q5_0 matrix `wp` times the vector x."
     _matvec_x0(6, wp, n_rows, x, out)
@@ -1179,6 +1193,10 @@ def gemm_q4_0_x8(wp, n_rows, X, out, col0):
     "out[:, col0:col0 + n_rows] = X times the repacked Q4_0 matrix `wp`, for a batch of tokens."
     _gemm_x0(2, wp, n_rows, X, out, col0)
 @njit(cache=True)
+def gemm_q4_1_x8(wp, n_rows, X, out, col0):
+    "out[:, col0:col0 + n_rows] = X times the repacked Q4_1 matrix `wp`, for a batch of tokens."
+    _gemm_x0(3, wp, n_rows, X, out, col0)
+@njit(cache=True)
 def gemm_q5_0_x8(wp, n_rows, X, out, col0):
     "out[:, col0:col0 + n_rows] = X times the repacked Q5_0 matrix `wp`, for a batch of tokens."
     _gemm_x0(6, wp, n_rows, X, out, col0)
@@ -1192,6 +1210,7 @@ def gemm_mxfp4_x8(wp, n_rows, X, out, col0):
     _gemm_x0(39, wp, n_rows, X, out, col0)
 
 INTERLEAVED[GGMLType.Q4_0] = (repack_q4_0_x8, matvec_q4_0_x8, gemm_q4_0_x8)
+INTERLEAVED[GGMLType.Q4_1] = (repack_q4_1_x8, matvec_q4_1_x8, gemm_q4_1_x8)
 INTERLEAVED[GGMLType.Q5_0] = (repack_q5_0_x8, matvec_q5_0_x8, gemm_q5_0_x8)
 INTERLEAVED[GGMLType.Q8_0] = (repack_q8_0_x8, matvec_q8_0_x8, gemm_q8_0_x8)
 INTERLEAVED[GGMLType.MXFP4] = (repack_mxfp4_x8, matvec_mxfp4_x8, gemm_mxfp4_x8)

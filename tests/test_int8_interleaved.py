@@ -8,14 +8,14 @@ from llmbook.kernels import random_qtensor
 from llmbook.quants import dequantize
 from llmbook.int8 import (BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, repack_q4_k_x8, X8_BYTES,
                           repack_q6_k_x8, X6_BYTES, repack_q4_0_x8, repack_q5_0_x8, repack_q8_0_x8, repack_mxfp4_x8,
-                          X40_BYTES, X50_BYTES, X80_BYTES)
+                          X40_BYTES, X41_BYTES, X50_BYTES, X80_BYTES, repack_q4_1_x8)
 
 pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="this CPU has no AVX2: the integer kernels cannot run here")
 
-@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q5_0", "Q8_0", "MXFP4"])
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4"])
 @pytest.mark.parametrize("rows,cols,n_tok", [(8, 256, 1), (24, 512, 3), (96, 1024, 9), (64, 2048, 64), (16, 640, 5)])
 def test_interleaved_equals_in_place(kind, rows, cols, n_tok):
-    block, group = {"Q4_K": (256, X8_BYTES), "Q6_K": (256, X6_BYTES), "Q4_0": (32, X40_BYTES), "Q5_0": (32, X50_BYTES),
+    block, group = {"Q4_K": (256, X8_BYTES), "Q6_K": (256, X6_BYTES), "Q4_0": (32, X40_BYTES), "Q4_1": (32, X41_BYTES), "Q5_0": (32, X50_BYTES),
                     "Q8_0": (32, X80_BYTES), "MXFP4": (32, X40_BYTES)}[kind]
     if cols % block: pytest.skip(f"{kind} rows are whole blocks of {block}")
     qt = random_qtensor(kind, (rows, cols), rows + cols)
@@ -86,10 +86,11 @@ def test_x0_repack_layout_of_one_group(kind):
                 want = sum(((qh[r] >> (16 * half + 4 * h)) & 15) << (4 * r) for r in range(8))
                 assert words[v] == want, (b, v)
 
-@pytest.mark.parametrize("kind", ["Q8_0", "MXFP4"])
-def test_x0_repack_layout_q8_0_and_mxfp4(kind):
-    "Q8_0: the file's level bytes, 4 per row per vector (8 vectors), d as float32; MXFP4: its nibble bytes as Q4_0's, 2^(e-128) as float32."
-    size, at, words, repack, group = {"Q8_0": (34, 2, 8, repack_q8_0_x8, X80_BYTES), "MXFP4": (17, 1, 4, repack_mxfp4_x8, X40_BYTES)}[kind]
+@pytest.mark.parametrize("kind", ["Q8_0", "MXFP4", "Q4_1"])
+def test_x0_repack_layout_q8_0_mxfp4_q4_1(kind):
+    "Q8_0: the file's level bytes, 4 per row per vector (8 vectors), d as float32; MXFP4: its nibble bytes as Q4_0's, 2^(e-128) as float32; Q4_1: m at 128."
+    size, at, words, repack, group = {"Q8_0": (34, 2, 8, repack_q8_0_x8, X80_BYTES), "MXFP4": (17, 1, 4, repack_mxfp4_x8, X40_BYTES),
+                                      "Q4_1": (20, 4, 4, repack_q4_1_x8, X41_BYTES)}[kind]
     qt = random_qtensor(kind, (8, 64), 11)
     raw = np.asarray(qt.data).reshape(8, 2, size)
     p = repack(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 2 * size, 64)
@@ -97,7 +98,8 @@ def test_x0_repack_layout_q8_0_and_mxfp4(kind):
     for b in range(2):
         g = p[group * b:group * (b + 1)]
         assert g[:32 * words].reshape(words, 8, 4).transpose(1, 0, 2).tobytes() == raw[:, b, at:at + 4 * words].tobytes()
-        want = (raw[:, b, :2].copy().view(np.float16)[:, 0].astype(np.float32) if kind == "Q8_0"
+        if kind == "Q4_1": np.testing.assert_array_equal(g[128:160].view(np.float32), raw[:, b, 2:4].copy().view(np.float16)[:, 0].astype(np.float32))
+        want = (raw[:, b, :2].copy().view(np.float16)[:, 0].astype(np.float32) if kind != "MXFP4"
                 else np.ldexp(np.float32(1), raw[:, b, 0].astype(np.int32) - 128).astype(np.float32))
         np.testing.assert_array_equal(g[group - 32:].view(np.float32), want)
 
@@ -124,6 +126,8 @@ def test_block_matrix_chooses():
     assert type(block_matrix(random_qtensor("Q5_0", (16, 640), 6))) is InterleavedMatrix
     assert type(block_matrix(random_qtensor("Q8_0", (16, 640), 7))) is InterleavedMatrix
     assert type(block_matrix(random_qtensor("Q5_1", (16, 640), 7))) is BlockMatrix   # no interleaved kernel
+    assert type(block_matrix(random_qtensor("Q4_1", (16, 576), 7))) is InterleavedMatrix
+    assert type(block_matrix(random_qtensor("Q4_1", (12, 576), 7))) is BlockMatrix     # not whole groups of 8
     m = block_matrix(random_qtensor("Q4_K", (16, 256), 4))
     np.testing.assert_array_equal(m.rows([3, 0]), BlockMatrix(random_qtensor("Q4_K", (16, 256), 4)).rows([3, 0]))  # rows: the file's blocks
 
