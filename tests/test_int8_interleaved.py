@@ -66,42 +66,30 @@ def test_q6_k_repack_layout_of_one_group():
             np.testing.assert_array_equal((v & 15) | ((hb & 3) << 4), lev[:, 32 * j + 4 * h:32 * j + 4 * h + 4])
             np.testing.assert_array_equal((v >> 4) | (((hb >> 2) & 3) << 4), lev[:, 32 * j + 16 + 4 * h:32 * j + 20 + 4 * h])
 
-@pytest.mark.parametrize("kind", ["Q4_0", "Q5_0"])
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4"])
 def test_x0_repack_layout_of_one_group(kind):
-    "Byte by byte against chapter 13's Q4_0/Q5_0 table: the file's nibble bytes per row, fifth bits regrouped, d as float32."
-    size, qs, repack, group = {"Q4_0": (18, 2, repack_q4_0_x8, X40_BYTES), "Q5_0": (22, 6, repack_q5_0_x8, X50_BYTES)}[kind]
-    qt = random_qtensor(kind, (8, 64), 9)
-    raw = np.asarray(qt.data).reshape(8, 2, size)
-    p = repack(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 2 * size, 64)
-    assert p.size == 2 * group
-    for b in range(2):
-        g = p[group * b:group * (b + 1)]
-        assert g[:128].reshape(4, 8, 4).transpose(1, 0, 2).tobytes() == raw[:, b, qs:qs + 16].tobytes()
-        np.testing.assert_array_equal(g[group - 32:].view(np.float32), raw[:, b, :2].copy().view(np.float16)[:, 0].astype(np.float32))
-        if kind == "Q5_0":
-            qh = raw[:, b, 2:6].copy().view(np.uint32)[:, 0].astype(np.int64)
-            words = g[128:160].view(np.uint32).astype(np.int64)            # word 2h + half
-            for v in range(8):
-                h, half = v // 2, v % 2
-                want = sum(((qh[r] >> (16 * half + 4 * h)) & 15) << (4 * r) for r in range(8))
-                assert words[v] == want, (b, v)
-
-@pytest.mark.parametrize("kind", ["Q8_0", "MXFP4", "Q4_1"])
-def test_x0_repack_layout_q8_0_mxfp4_q4_1(kind):
-    "Q8_0: the file's level bytes, 4 per row per vector (8 vectors), d as float32; MXFP4: its nibble bytes as Q4_0's, 2^(e-128) as float32; Q4_1: m at 128."
-    size, at, words, repack, group = {"Q8_0": (34, 2, 8, repack_q8_0_x8, X80_BYTES), "MXFP4": (17, 1, 4, repack_mxfp4_x8, X40_BYTES),
-                                      "Q4_1": (20, 4, 4, repack_q4_1_x8, X41_BYTES)}[kind]
+    """Byte by byte against chapter 13's table: the file's level bytes, 4 per row per vector (nibbles: 4 vectors, Q8_0's
+    bytes: 8); d as float32 (MXFP4: 2^(e-128)); Q4_1's m at 128; Q5_0's fifth bits regrouped."""
+    size, at, words, repack, group = {"Q4_0": (18, 2, 4, repack_q4_0_x8, X40_BYTES), "Q4_1": (20, 4, 4, repack_q4_1_x8, X41_BYTES),
+                                      "Q5_0": (22, 6, 4, repack_q5_0_x8, X50_BYTES), "Q8_0": (34, 2, 8, repack_q8_0_x8, X80_BYTES),
+                                      "MXFP4": (17, 1, 4, repack_mxfp4_x8, X40_BYTES)}[kind]
     qt = random_qtensor(kind, (8, 64), 11)
     raw = np.asarray(qt.data).reshape(8, 2, size)
     p = repack(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 2 * size, 64)
     assert p.size == 2 * group
+    f16 = lambda o: raw[:, b, o:o + 2].copy().view(np.float16)[:, 0].astype(np.float32)
     for b in range(2):
         g = p[group * b:group * (b + 1)]
         assert g[:32 * words].reshape(words, 8, 4).transpose(1, 0, 2).tobytes() == raw[:, b, at:at + 4 * words].tobytes()
-        if kind == "Q4_1": np.testing.assert_array_equal(g[128:160].view(np.float32), raw[:, b, 2:4].copy().view(np.float16)[:, 0].astype(np.float32))
-        want = (raw[:, b, :2].copy().view(np.float16)[:, 0].astype(np.float32) if kind != "MXFP4"
-                else np.ldexp(np.float32(1), raw[:, b, 0].astype(np.int32) - 128).astype(np.float32))
+        want = np.ldexp(np.float32(1), raw[:, b, 0].astype(np.int32) - 128).astype(np.float32) if kind == "MXFP4" else f16(0)
         np.testing.assert_array_equal(g[group - 32:].view(np.float32), want)
+        if kind == "Q4_1": np.testing.assert_array_equal(g[128:160].view(np.float32), f16(2))
+        if kind == "Q5_0":
+            qh = raw[:, b, 2:6].copy().view(np.uint32)[:, 0].astype(np.int64)
+            fifth = g[128:160].view(np.uint32).astype(np.int64)            # word 2h + half
+            for v in range(8):
+                h, half = v // 2, v % 2
+                assert fifth[v] == sum(((qh[r] >> (16 * half + 4 * h)) & 15) << (4 * r) for r in range(8)), (b, v)
 
 def test_mxfp4_in_place_scales_at_the_extremes():
     "The in-place MXFP4 block dot builds 2^(e-128) from bits: e = 0 and 1 (subnormals), 2, 127 and 200 against chapter 02's dequantizer."

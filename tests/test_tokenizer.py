@@ -4,8 +4,7 @@ import pytest
 
 from conftest import load_fixture, smollm2_file, gemma3_file
 from llmbook.gguf import GGUFFile
-from llmbook.tokenizer import Tokenizer, TokenizerError, StreamDecoder, TokenAttr, split_special
-from spm_reference import spm_merge, spm_ids
+from llmbook.tokenizer import Tokenizer, TokenizerError, StreamDecoder, TokenAttr, split_special, spm_merge, spm_ids
 
 MODELS = {"smollm2": smollm2_file, "gemma3": gemma3_file}
 
@@ -118,7 +117,7 @@ def test_stream_decoder_invalid_utf8(model):
 
 
 def test_spm_from_scratch_matches_llama_cpp():
-    "Chapter 07's plain-Python SentencePiece BPE (tests/spm_reference.py) gives llama.cpp's ids on Gemma 3's real vocabulary."
+    "Chapter 07's plain-Python SentencePiece BPE (`spm_merge`, `spm_ids`) gives llama.cpp's ids on Gemma 3's real vocabulary."
     path = gemma3_file()
     if path is None: pytest.fail("Gemma 3 is not installed")
     with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)

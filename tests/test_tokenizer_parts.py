@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 
 from llmbook.tokenizer import (BYTE_TO_UNICODE, UNICODE_TO_BYTE, PRE_TOKENIZERS, StreamDecoder, Tokenizer, TokenizerError,
-                               bytes_to_symbols, pre_tokenize, sentencepiece_model, sentencepiece_processor, split_special,
+                               bytes_to_symbols, pre_tokenize, sentencepiece_model, sentencepiece_processor, split_special, spm_merge, spm_ids,
                                unicode_classes, _clean_spaces, _last_safe_cut, _piece_entry, _piece_entries,
                                _float32_scores)
-from spm_reference import spm_merge, spm_ids
 
 TOY_TEXT = ("The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs over the hills "
             "and the other foxes follow the quick one. Then they rest, and the lazy dog dreams of foxes.")
