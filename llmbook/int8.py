@@ -745,10 +745,9 @@ NIBBLES, CRUMBS = np.uint32(0x0F0F0F0F), np.uint32(0x03030303)   # the low 4 (2)
 X8_BYTES = 1184          # one group: 8 rows x one super-block of 256 weights, interleaved
 
 @njit(cache=True, parallel=True)
-def repack_q4_k_x8(w, rows_at, n_cols):
-    "Q4_K rows (file blocks at byte offsets `rows_at`, 8k rows) -> groups of 8 rows, block by block, interleaved."
+def repack_q4_k_x8(w, rows_at, n_cols, out):
+    "Q4_K rows (file blocks at byte offsets `rows_at`, 8k rows) -> `out`: groups of 8 rows, block by block, interleaved."
     nb, n_groups = n_cols // 256, rows_at.size // 8
-    out = np.empty(n_groups * nb * X8_BYTES, np.uint8)
     for g in prange(n_groups):
         for b in range(nb):
             o = (g * nb + b) * X8_BYTES
@@ -767,7 +766,6 @@ def repack_q4_k_x8(w, rows_at, n_cols):
                         lo = (load_u32(w, qs + 4 * h) >> shift) & NIBBLES
                         hi = (load_u32(w, qs + 4 * h + 16) >> shift) & NIBBLES
                         store_u32(out, o + 128 * j + 32 * h + 4 * r, lo | (hi << np.uint32(4)))
-    return out
 
 # %% ../nbs/2_13_int8.ipynb #03b54f7b
 V8I16, V8I8, V8F16 = ir.VectorType(I16, 8), ir.VectorType(I8, 8), ir.VectorType(ir.HalfType(), 8)
@@ -890,7 +888,8 @@ def gemm_q4_k_x8(wp, n_rows, X, out, col0):
                 vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
 
 # %% ../nbs/2_13_int8.ipynb #9d28457e
-INTERLEAVED = {GGMLType.Q4_K: (repack_q4_k_x8, matvec_q4_k_x8, gemm_q4_k_x8)}   # type -> (repack, matvec, gemm)
+INTERLEAVED = {GGMLType.Q4_K: (repack_q4_k_x8, matvec_q4_k_x8, gemm_q4_k_x8, X8_BYTES)}   # type -> (repack, matvec, gemm,
+                                                                                       #   bytes of 8 rows x one block)
 
 SLAB_ROWS = 8192      # rows repacked at a time (whole groups of 8): at most one slab's file pages stay resident
 
@@ -910,16 +909,13 @@ class InterleavedMatrix(BlockMatrix):
         super().__init__(*tensors)
         if self.type not in INTERLEAVED or self.n_rows % 8:
             raise ValueError(f"interleaving needs one of {', '.join(t.name for t in INTERLEAVED)} and rows in groups of 8")
-        repack, self._matvec, self._gemm = INTERLEAVED[self.type]
-        mm, n = _file_map(self.w), self.n_rows
-        if mm is None or n <= SLAB_ROWS: self.packed = repack(self.w, self.rows_at, self.n_cols)
-        else:
-            for a in range(0, n, SLAB_ROWS):
-                rows = self.rows_at[a:a + SLAB_ROWS]
-                part = repack(self.w, rows, self.n_cols)
-                if a == 0: per_row = part.size // len(rows); self.packed = np.empty(n * per_row, np.uint8)
-                self.packed[a * per_row:a * per_row + part.size] = part
-                _drop_range(mm, int(rows.min()), int(rows.max()) + self.row_bytes)
+        repack, self._matvec, self._gemm, group = INTERLEAVED[self.type]
+        n, per_row = self.n_rows, group * (self.n_cols // type_info(self.type).block_size) // 8
+        self.packed, mm = np.empty(n * per_row, np.uint8), _file_map(self.w)
+        for a in range(0, n, SLAB_ROWS):                       # a slab at a time, straight into its place
+            rows = self.rows_at[a:a + SLAB_ROWS]
+            repack(self.w, rows, self.n_cols, self.packed[a * per_row:(a + rows.size) * per_row])
+            if mm is not None and n > SLAB_ROWS: _drop_range(mm, int(rows.min()), int(rows.max()) + self.row_bytes)
         self.arrays = (self.packed, self.n_rows)
 
     nbytes = property(lambda self: self.packed.nbytes)
@@ -943,10 +939,9 @@ def f16_at(typingctx, w, offset):
     return types.float32(w, offset), codegen
 
 @njit(cache=True, parallel=True)
-def repack_q6_k_x8(w, rows_at, n_cols):
-    "Q6_K rows (file blocks at byte offsets `rows_at`, 8k rows) -> groups of 8 rows, block by block, interleaved."
+def repack_q6_k_x8(w, rows_at, n_cols, out):
+    "Q6_K rows (file blocks at byte offsets `rows_at`, 8k rows) -> `out`: groups of 8 rows, block by block, interleaved."
     nb, n_groups = n_cols // 256, rows_at.size // 8
-    out = np.empty(n_groups * nb * X6_BYTES, np.uint8)     # (numba aligns arrays to 32 bytes, so every load is)
     d = out.view(np.float32)
     for g in prange(n_groups):
         for b in range(nb):
@@ -969,7 +964,6 @@ def repack_q6_k_x8(w, rows_at, n_cols):
                         for k in range(4):
                             c |= ((load_u32(w, qh + 16 * (k % 2) + 4 * (2 * g2 + k // 2)) >> t) & CRUMBS) << np.uint32(2 * k)
                         store_u32(out, P + 256 + 64 * (j % 2) + 32 * g2 + 4 * r, c)
-    return out
 
 # %% ../nbs/2_13_int8.ipynb #5732dd1a
 @intrinsic
@@ -1034,7 +1028,7 @@ def gemm_q6_k_x8(wp, n_rows, X, out, col0):
                 vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
                 vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
 
-INTERLEAVED[GGMLType.Q6_K] = (repack_q6_k_x8, matvec_q6_k_x8, gemm_q6_k_x8)
+INTERLEAVED[GGMLType.Q6_K] = (repack_q6_k_x8, matvec_q6_k_x8, gemm_q6_k_x8, X6_BYTES)
 
 # %% ../nbs/2_13_int8.ipynb #052db178
 X40_BYTES, X50_BYTES, X80_BYTES = 160, 192, 288   # one group: 8 rows x one block of 32 weights and 8 float32 scales
@@ -1045,12 +1039,11 @@ X0_LEVELS_AT = tuple({2: 2, 3: 4, 6: 6, 8: 2, 39: 1}.get(i, 0) for i in KINDS)  
 E8M0_HALF = e8m0_half(np.arange(256, dtype=np.uint8))[:, 0].copy()      # MXFP4's scale byte -> its float32 (chapter 02)
 
 @njit(cache=True, parallel=True)
-def _repack_x0(kind, w, rows_at, n_cols):
+def _repack_x0(kind, w, rows_at, n_cols, out):
     numba.literally(kind)
     size, group, at = BLOCK_BYTES[kind], X0_GROUP[kind], X0_LEVELS_AT[kind]
     words = 8 if kind == 8 else 4                 # 4-byte words of levels a row has per block: Q8_0's bytes, or nibbles
     nb, n_groups = n_cols // 32, rows_at.size // 8
-    out = np.empty(n_groups * nb * group, np.uint8)
     d = out.view(np.float32)
     for g in prange(n_groups):
         for b in range(nb):
@@ -1065,29 +1058,28 @@ def _repack_x0(kind, w, rows_at, n_cols):
                     for v in range(8):
                         bits = ((qh >> np.uint32(16 * (v % 2) + 4 * (v // 2))) & np.uint32(15)) << np.uint32(4 * r)
                         store_u32(out, o + 128 + 4 * v, bits | (load_u32(out, o + 128 + 4 * v) if r else np.uint32(0)))
-    return out
 
 # %% ../nbs/2_13_int8.ipynb #0a1b026e
 @njit(cache=True)
-def repack_q4_0_x8(w, rows_at, n_cols):
-    "The Q4_0 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
-    return _repack_x0(2, w, rows_at, n_cols)
+def repack_q4_0_x8(w, rows_at, n_cols, out):
+    "The Q4_0 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    _repack_x0(2, w, rows_at, n_cols, out)
 @njit(cache=True)
-def repack_q4_1_x8(w, rows_at, n_cols):
-    "The Q4_1 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
-    return _repack_x0(3, w, rows_at, n_cols)
+def repack_q4_1_x8(w, rows_at, n_cols, out):
+    "The Q4_1 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    _repack_x0(3, w, rows_at, n_cols, out)
 @njit(cache=True)
-def repack_q5_0_x8(w, rows_at, n_cols):
-    "The Q5_0 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
-    return _repack_x0(6, w, rows_at, n_cols)
+def repack_q5_0_x8(w, rows_at, n_cols, out):
+    "The Q5_0 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    _repack_x0(6, w, rows_at, n_cols, out)
 @njit(cache=True)
-def repack_q8_0_x8(w, rows_at, n_cols):
-    "The Q8_0 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
-    return _repack_x0(8, w, rows_at, n_cols)
+def repack_q8_0_x8(w, rows_at, n_cols, out):
+    "The Q8_0 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    _repack_x0(8, w, rows_at, n_cols, out)
 @njit(cache=True)
-def repack_mxfp4_x8(w, rows_at, n_cols):
-    "The MXFP4 rows of `w` at `rows_at`, repacked 8 rows interleaved (the table above)."
-    return _repack_x0(39, w, rows_at, n_cols)
+def repack_mxfp4_x8(w, rows_at, n_cols, out):
+    "The MXFP4 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    _repack_x0(39, w, rows_at, n_cols, out)
 
 # %% ../nbs/2_13_int8.ipynb #4deacaeb
 def _dot_pair(builder, total, u0, s0, u1, s1):
@@ -1209,8 +1201,8 @@ def gemm_mxfp4_x8(wp, n_rows, X, out, col0):
     "out[:, col0:col0 + n_rows] = X times the repacked MXFP4 matrix `wp`, for a batch of tokens."
     _gemm_x0(39, wp, n_rows, X, out, col0)
 
-INTERLEAVED[GGMLType.Q4_0] = (repack_q4_0_x8, matvec_q4_0_x8, gemm_q4_0_x8)
-INTERLEAVED[GGMLType.Q4_1] = (repack_q4_1_x8, matvec_q4_1_x8, gemm_q4_1_x8)
-INTERLEAVED[GGMLType.Q5_0] = (repack_q5_0_x8, matvec_q5_0_x8, gemm_q5_0_x8)
-INTERLEAVED[GGMLType.Q8_0] = (repack_q8_0_x8, matvec_q8_0_x8, gemm_q8_0_x8)
-INTERLEAVED[GGMLType.MXFP4] = (repack_mxfp4_x8, matvec_mxfp4_x8, gemm_mxfp4_x8)
+INTERLEAVED[GGMLType.Q4_0] = (repack_q4_0_x8, matvec_q4_0_x8, gemm_q4_0_x8, X40_BYTES)
+INTERLEAVED[GGMLType.Q4_1] = (repack_q4_1_x8, matvec_q4_1_x8, gemm_q4_1_x8, X41_BYTES)
+INTERLEAVED[GGMLType.Q5_0] = (repack_q5_0_x8, matvec_q5_0_x8, gemm_q5_0_x8, X50_BYTES)
+INTERLEAVED[GGMLType.Q8_0] = (repack_q8_0_x8, matvec_q8_0_x8, gemm_q8_0_x8, X80_BYTES)
+INTERLEAVED[GGMLType.MXFP4] = (repack_mxfp4_x8, matvec_mxfp4_x8, gemm_mxfp4_x8, X40_BYTES)

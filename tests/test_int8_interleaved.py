@@ -36,7 +36,7 @@ def test_repack_layout_of_one_group():
     "Byte by byte against the layout chapter 13's table gives, from chapter 02's unpacking of the same blocks."
     qt = random_qtensor("Q4_K", (8, 256), 5)
     raw = np.asarray(qt.data).reshape(8, 144)
-    p = repack_q4_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 144, 256)
+    p = np.empty(X8_BYTES, np.uint8); repack_q4_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 144, 256, p)
     assert p[1152:1168].tobytes() == raw[:, 0:2].tobytes() and p[1168:1184].tobytes() == raw[:, 2:4].tobytes()
     lev = np.empty((8, 256), np.uint8)
     for k in range(4):
@@ -51,7 +51,7 @@ def test_q6_k_repack_layout_of_one_group():
     "Byte by byte against the layout of chapter 13's Q6_K table, from chapter 02's dequantizer's levels."
     qt = random_qtensor("Q6_K", (8, 256), 6)
     raw = np.asarray(qt.data).reshape(8, 210)
-    p = repack_q6_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 210, 256)
+    p = np.empty(X6_BYTES, np.uint8); repack_q6_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 210, 256, p)
     np.testing.assert_array_equal(p[1664:1696].view(np.float32), raw[:, 208:210].copy().view(np.float16).ravel().astype(np.float32))
     sc = raw[:, 192:208].view(np.int8)
     W = dequantize(qt).reshape(8, 256)
@@ -75,8 +75,9 @@ def test_x0_repack_layout_of_one_group(kind):
                                       "MXFP4": (17, 1, 4, repack_mxfp4_x8, X40_BYTES)}[kind]
     qt = random_qtensor(kind, (8, 64), 11)
     raw = np.asarray(qt.data).reshape(8, 2, size)
-    p = repack(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 2 * size, 64)
-    assert p.size == 2 * group
+    p, again = np.zeros(2 * group, np.uint8), np.full(2 * group, 255, np.uint8)
+    for out in (p, again): repack(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 2 * size, 64, out)
+    np.testing.assert_array_equal(p, again)                  # every byte of `out` written, whatever it held
     f16 = lambda o: raw[:, b, o:o + 2].copy().view(np.float16)[:, 0].astype(np.float32)
     for b in range(2):
         g = p[group * b:group * (b + 1)]
@@ -160,6 +161,7 @@ def test_a_large_matrix_is_repacked_in_slabs_from_the_file(tmp_path):
         q = f.qtensor("m")
         assert _file_map(q.data) is not None and _file_map(np.array(q.data)) is None
         slabs, whole = InterleavedMatrix(q), InterleavedMatrix(qt)
-        np.testing.assert_array_equal(slabs.packed, whole.packed)
+        one = np.empty_like(slabs.packed); repack_q8_0_x8(whole.w, whole.rows_at, 64, one)   # one call, all rows
+        np.testing.assert_array_equal(slabs.packed, one); np.testing.assert_array_equal(whole.packed, one)
         x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
         np.testing.assert_array_equal(slabs.matvec(x), whole.matvec(x))
