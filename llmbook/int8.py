@@ -1014,19 +1014,27 @@ def gemm_q6_k_x8(wp, n_rows, X, out, col0):
     n, k = X.shape
     nb, n_groups, last, ks = k // 256, n_rows // 8, n - 1, k // 16
     xq, xd, xb = quantize_q8(X, 256)
-    for tile in prange((n_groups + 1) // 2):
-        for t0 in range(0, n, 4):                     # four tokens at a time (the last repeated past the end)
-            t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
-            for g in range(2 * tile, min(2 * tile + 2, n_groups)):
-                a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
-                for b in range(nb):
-                    wo = (g * nb + b) * X6_BYTES
-                    a0 = q6_k_x8_dot(a0, wp, wo, xq, k * t0 + 256 * b, xb, ks * t0 + 16 * b, xd[t0, b])
-                    a1 = q6_k_x8_dot(a1, wp, wo, xq, k * t1 + 256 * b, xb, ks * t1 + 16 * b, xd[t1, b])
-                    a2 = q6_k_x8_dot(a2, wp, wo, xq, k * t2 + 256 * b, xb, ks * t2 + 16 * b, xd[t2, b])
-                    a3 = q6_k_x8_dot(a3, wp, wo, xq, k * t3 + 256 * b, xb, ks * t3 + 16 * b, xd[t3, b])
-                vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
-                vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
+    n4 = n - n % 4 if n % 4 < 3 else n              # a tail of one or two tokens runs one token at a time, below
+    if n4 > 0:
+        for tile in prange((n_groups + 1) // 2):
+            for t0 in range(0, n4, 4):                    # four tokens at a time (a tail of three repeats the last)
+                t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
+                for g in range(2 * tile, min(2 * tile + 2, n_groups)):
+                    a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
+                    for b in range(nb):
+                        wo = (g * nb + b) * X6_BYTES
+                        a0 = q6_k_x8_dot(a0, wp, wo, xq, k * t0 + 256 * b, xb, ks * t0 + 16 * b, xd[t0, b])
+                        a1 = q6_k_x8_dot(a1, wp, wo, xq, k * t1 + 256 * b, xb, ks * t1 + 16 * b, xd[t1, b])
+                        a2 = q6_k_x8_dot(a2, wp, wo, xq, k * t2 + 256 * b, xb, ks * t2 + 16 * b, xd[t2, b])
+                        a3 = q6_k_x8_dot(a3, wp, wo, xq, k * t3 + 256 * b, xb, ks * t3 + 16 * b, xd[t3, b])
+                    vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
+                    vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
+    if n4 < n:                      # four tokens' work for one or two would be mostly waste: LLVM keeps the unpacked
+        for g in prange(n_groups):  # weights for all four calls, and spills them
+            for t in range(n4, n):
+                acc = vzero()
+                for b in range(nb): acc = q6_k_x8_dot(acc, wp, (g * nb + b) * X6_BYTES, xq, k * t + 256 * b, xb, ks * t + 16 * b, xd[t, b])
+                vstore(acc, out[t], col0 + 8 * g)
 
 INTERLEAVED[GGMLType.Q6_K] = (repack_q6_k_x8, matvec_q6_k_x8, gemm_q6_k_x8, X6_BYTES)
 
@@ -1105,16 +1113,18 @@ def x0_x8_dot(typingctx, kind, acc, w, wo, xq, xo, sums32, so, dx):
         pw, px = _byte_ptr(context, builder, sig.args[2], w, wo), _byte_ptr(context, builder, sig.args[4], xq, xo)
         ps = _byte_ptr(context, builder, sig.args[6], s32, builder.mul(so, ir.Constant(so.type, 2)))
         total = ir.Constant(V8I32, [0] * 8)
-        for h in range(4 if kind != 8 else 0):
-            q = _at(builder, pw, 32 * h, V32I8)
-            lo, hi = builder.and_(q, _const(V32I8, 15)), builder.lshr(q, _const(V32I8, 4))
-            if kind == 6:
-                lo = builder.or_(lo, _bits_to_bytes(builder, _at(builder, pw, 128 + 8 * h, I32), 16))
-                hi = builder.or_(hi, _bits_to_bytes(builder, _at(builder, pw, 132 + 8 * h, I32), 16))
-            if kind == 39: lo, hi = (_x86(builder, "llvm.x86.avx2.pshuf.b", V32I8, table, v) for v in (lo, hi))
-            total = _dot_pair(builder, total, lo, _broadcast4(builder, px, 4 * h), hi, _broadcast4(builder, px, 16 + 4 * h))
-        for h in range(8 if kind == 8 else 0):          # Q8_0: signed levels, a whole byte each
-            total = _dot_signed(builder, total, _at(builder, pw, 32 * h, V32I8), _broadcast4(builder, px, 4 * h))
+        if kind == 8:                                   # Q8_0: signed levels, a whole byte each
+            for h in range(8):
+                total = _dot_signed(builder, total, _at(builder, pw, 32 * h, V32I8), _broadcast4(builder, px, 4 * h))
+        else:                                           # nibbles: two levels a byte
+            for h in range(4):
+                q = _at(builder, pw, 32 * h, V32I8)
+                lo, hi = builder.and_(q, _const(V32I8, 15)), builder.lshr(q, _const(V32I8, 4))
+                if kind == 6:
+                    lo = builder.or_(lo, _bits_to_bytes(builder, _at(builder, pw, 128 + 8 * h, I32), 16))
+                    hi = builder.or_(hi, _bits_to_bytes(builder, _at(builder, pw, 132 + 8 * h, I32), 16))
+                if kind == 39: lo, hi = (_x86(builder, "llvm.x86.avx2.pshuf.b", V32I8, table, v) for v in (lo, hi))
+                total = _dot_pair(builder, total, lo, _broadcast4(builder, px, 4 * h), hi, _broadcast4(builder, px, 16 + 4 * h))
         if off:
             xsum = builder.mul(builder.sext(_at(builder, ps, 0, I16), I32), ir.Constant(I32, off))
             total = builder.sub(total, _splat(builder, xsum, V8I32))             # the levels' offset: off x sum(x)

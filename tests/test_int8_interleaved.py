@@ -32,6 +32,17 @@ def test_interleaved_equals_in_place(kind, rows, cols, n_tok):
     inter.matmul(X, out, col0=8)                                                      # into the middle of a wider output
     assert not out[:, :8].any() and not out[:, 8 + rows:].any() and np.allclose(out[:, 8:8 + rows], ref, atol=tol)
 
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4"])
+def test_every_token_of_a_batch_as_alone(kind):
+    """Batches of 1 to 7 tokens (groups of four, then a tail of one or two run one token at a time, or of three padded
+    to four): every token's row the same bits as the token alone (chapter 16's one answer)."""
+    qt = random_qtensor(kind, (24, 512), 9)
+    m = block_matrix(qt)
+    X = np.random.default_rng(2).standard_normal((7, 512)).astype(np.float32)
+    alone = np.stack([m.matvec(x) for x in X])
+    for n in range(1, 8):
+        np.testing.assert_array_equal(m.matmul(X[:n]), alone[:n], err_msg=f"{n} tokens")
+
 def test_repack_layout_of_one_group():
     "Byte by byte against the layout chapter 13's table gives, from chapter 02's unpacking of the same blocks."
     qt = random_qtensor("Q4_K", (8, 256), 5)
