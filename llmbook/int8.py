@@ -1017,7 +1017,7 @@ def gemm_q6_k_x8(wp, n_rows, X, out, col0):
     n4 = n - n % 4 if n % 4 < 3 else n              # a tail of one or two tokens runs one token at a time, below
     if n4 > 0:
         for tile in prange((n_groups + 1) // 2):
-            for t0 in range(0, n4, 4):                    # four tokens at a time (a tail of three repeats the last)
+            for t0 in range(0, n4, 4):                # four tokens at a time (a tail of three repeats the last)
                 t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
                 for g in range(2 * tile, min(2 * tile + 2, n_groups)):
                     a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
@@ -1029,8 +1029,8 @@ def gemm_q6_k_x8(wp, n_rows, X, out, col0):
                         a3 = q6_k_x8_dot(a3, wp, wo, xq, k * t3 + 256 * b, xb, ks * t3 + 16 * b, xd[t3, b])
                     vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
                     vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
-    if n4 < n:                      # four tokens' work for one or two would be mostly waste: LLVM keeps the unpacked
-        for g in prange(n_groups):  # weights for all four calls, and spills them
+    if n4 < n:                                        # padded to four, one or two tokens would pay for four
+        for g in prange(n_groups):
             for t in range(n4, n):
                 acc = vzero()
                 for b in range(nb): acc = q6_k_x8_dot(acc, wp, (g * nb + b) * X6_BYTES, xq, k * t + 256 * b, xb, ks * t + 16 * b, xd[t, b])
