@@ -12,6 +12,7 @@ from .model import default_model_path
 from .generate import LLM
 from .engine import KernelEngine
 from . import moe
+from .runtime import start_numba
 
 # %% ../nbs/3_19_load.ipynb #d3ccbf38
 def model_file(source=None) -> Path:
@@ -34,5 +35,6 @@ def load(path=None, n_threads: int | None = None, n_ctx: int | None = None, kern
     the same bits however it is batched (chapter 16; default: where it is free, the integer kernels); `cache_type`:
     how the KV cache stores keys and values: "f16" (llama.cpp's default, half the memory of "f32"; chapter 05), "f32",
     or "q8_0" (8-bit blocks, about a quarter of "f32")."""
+    start_numba()               # chapter 11: numba started, its objects frozen, before any of the model exists
     return LLM(GGUFFile(model_file(path)), n_ctx, cache_type=cache_type, families=moe.FAMILIES,
                engine=lambda model: KernelEngine(model, n_threads, kernels, deterministic))

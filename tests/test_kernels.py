@@ -432,3 +432,22 @@ def test_first_pack_chooses_the_layer():
     r = _fresh(code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "tbb", r.stdout + r.stderr
+
+
+def test_load_freezes_numba_once_and_never_the_model(smollm2_path):
+    """`load` starts numba first (chapter 11's `start_numba`): numba's registries and what was alive before are frozen
+    out of the collector's walks, once per process; the model's own objects, built after, are not frozen, so a model
+    dropped in a cycle is still collected."""
+    code = ("import gc, weakref, llmbook\n"
+            "assert gc.get_freeze_count() == 0\n"
+            f"m = llmbook.load({str(smollm2_path)!r}, n_threads=1)\n"
+            "frozen = gc.get_freeze_count()\n"
+            "tracked = set(map(id, gc.get_objects()))\n"
+            "print(frozen > 50_000, id(m) in tracked, id(m.tokenizer) in tracked)\n"
+            f"m2 = llmbook.load({str(smollm2_path)!r}, n_threads=1)\n"
+            "print(gc.get_freeze_count() == frozen)\n"
+            "gone = weakref.ref(m2); m2.cycle = m2; del m2; gc.collect()\n"
+            "print(gone() is None)\n")
+    r = _fresh(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True", "True", "True", "True"], r.stdout
