@@ -27,8 +27,8 @@ __all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'EMBEDDING_FIELDS', 'COMPLET
            'parse_harmony', 'renamed_rules', 'harmony_grammar', 'Slot', 'FairLock', 'Cancelled', 'Work', 'Batcher',
            'SharedModel', 'SlotPool', 'Job', 'usage', 'timings', 'chat_logprob', 'completion_logprobs', 'response',
            'sse', 'read_body', 'model_name', 'prepare', 'stream_events', 'answer_text', 'complete', 'embedding_inputs',
-           'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse', 'generation', 'make_app', 'add_info_routes',
-           'BackgroundServer', 'free_port', 'serve_args', 'warm_up', 'run_serve']
+           'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse', 'call_on_loop', 'generation', 'make_app',
+           'add_info_routes', 'BackgroundServer', 'free_port', 'serve_args', 'warm_up', 'run_serve']
 
 # %% ../nbs/3_23_serve.ipynb #d2ec5b43
 class APIError(Exception):
@@ -1080,6 +1080,11 @@ async def refuse(send, scope):
     await send({"type": "http.response.body", "body": body})
 
 # %% ../nbs/3_23_serve.ipynb #54ab1235
+def call_on_loop(loop, fn):
+    "fn() soon on the thread of `loop`; nothing once the loop is closed (its server, and the server's slots, are gone)."
+    try: loop.call_soon_threadsafe(fn)
+    except RuntimeError: pass
+
 async def generation(request, model: LLM, pool: SlotPool, kind: str):
     "The response to a chat ('chat') or completion ('text') request: JSON, or a stream that starts once a slot is held."
     from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -1094,7 +1099,7 @@ async def generation(request, model: LLM, pool: SlotPool, kind: str):
     def unused():                                       # the stream never began: the slot goes back
         if not job.started: job.started = True; pool.release(slot)
     events = stream_events(model, pool, kind, req, job, slot)
-    weakref.finalize(events, pool.loop.call_soon_threadsafe, unused)
+    weakref.finalize(events, call_on_loop, pool.loop, unused)   # collected unstarted: the slot goes back too
     return StreamingResponse(events, media_type="text/event-stream", background=BackgroundTask(unused),
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 

@@ -111,6 +111,18 @@ def test_every_chapter_has_its_outputs_saved():
         if code and not any(c.get("outputs") for c in code): unexecuted.append(stem)
     assert not unexecuted, f"no saved outputs in {unexecuted}: run python tools/execute_nbs.py {' '.join(unexecuted)}"
 
+def test_no_saved_output_is_an_error_nobody_meant():
+    "No page shows a traceback a cell did not ask for: an error output, or Python's 'Exception ignored' on stderr."
+    found = []
+    for stem in NOTEBOOKS:
+        nb = nbformat.read(NBS / f"{stem}.ipynb", as_version=4)
+        for i, c in enumerate(nb.cells):
+            for o in c.get("outputs", []) if c.cell_type == "code" else []:
+                text = o.get("text", "") if o.output_type == "stream" else ""
+                if o.output_type == "error" or "Exception ignored" in text or "Traceback (most recent call last)" in text:
+                    found.append(f"{stem} cell {i}: {(o.get('ename') or text.strip().splitlines()[0])[:100]}")
+    assert not found, found
+
 def test_readme_is_what_index_says():
     want = docs_html.readme_markdown()
     have = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -315,3 +315,24 @@ def test_serve_help_and_import_without_the_extra():
     r = subprocess.run([sys.executable, "-c", "import sys, llmbook; print(sorted(m for m in ('fastapi', 'uvicorn', 'pydantic', "
                         "'starlette') if m in sys.modules))"], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+
+def test_a_stream_collected_after_its_server_stopped_says_nothing():
+    """A streamed answer's generator can be collected (from a cycle) after its server's event loop closed; its slot is
+    then not handed back, quietly: no 'Event loop is closed' into stderr (seen on chapter 23's page)."""
+    import asyncio, gc, weakref
+    from llmbook.serve import call_on_loop
+    ran, raised = [], []
+    loop = asyncio.new_event_loop()
+    call_on_loop(loop, lambda: ran.append("open"))
+    loop.run_until_complete(asyncio.sleep(0))                      # an open loop runs it
+    loop.close()
+    class Events: pass
+    events = Events(); events.cycle = events
+    weakref.finalize(events, call_on_loop, loop, lambda: ran.append("closed"))
+    old_hook, sys.unraisablehook = sys.unraisablehook, raised.append
+    try:
+        del events; gc.collect()
+    finally: sys.unraisablehook = old_hook
+    assert ran == ["open"] and not raised, (ran, [f"{u.exc_type.__name__}: {u.exc_value}" for u in raised])
