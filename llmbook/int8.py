@@ -6,18 +6,19 @@
 __all__ = ['AVX2_CPU_NAMES', 'KERNEL_SETS', 'KERNEL_SET_NAMES', 'f32x8', 'I8', 'I16', 'I32', 'F32', 'V16I8', 'V32I8', 'V16I16',
            'V8I32', 'V8F32', 'BLOCK_DOTS', 'KINDS', 'BLOCK_BYTES', 'X_BLOCK', 'HAS_OFFSET', 'PREFETCH_ROWS',
            'ROW_PAIRS', 'GEMM_ROWS', 'MATVEC', 'GEMM', 'NIBBLES', 'CRUMBS', 'X8_BYTES', 'V8I16', 'V8I8', 'V8F16',
-           'INTERLEAVED', 'SLAB_ROWS', 'X6_BYTES', 'X40_BYTES', 'X50_BYTES', 'X80_BYTES', 'X41_BYTES', 'X0_GROUP',
-           'X0_OFFSET', 'X0_LEVELS_AT', 'E8M0_HALF', 'host_features', 'target_features', 'has_vnni', 'kernel_set',
-           'F32x8', 'vzero', 'vsum', 'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes', 'block_dot',
-           'matvec_q4_0', 'matvec_q4_1', 'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k', 'matvec_q3_k',
-           'matvec_q4_k', 'matvec_q5_k', 'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0', 'gemm_q5_1', 'gemm_q8_0',
-           'gemm_q2_k', 'gemm_q3_k', 'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl', 'matvec_iq4_xs',
-           'gemm_iq4_nl', 'gemm_iq4_xs', 'matvec_mxfp4', 'gemm_mxfp4', 'BlockMatrix', 'load_u32', 'store_u32',
-           'repack_q4_k_x8', 'q4_k_x8_dot', 'q4_k_x8_dot4', 'vstore', 'matvec_q4_k_x8', 'gemm_q4_k_x8',
-           'InterleavedMatrix', 'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot', 'matvec_q6_k_x8',
-           'gemm_q6_k_x8', 'repack_q4_0_x8', 'repack_q4_1_x8', 'repack_q5_0_x8', 'repack_q8_0_x8', 'repack_mxfp4_x8',
-           'x0_x8_dot', 'matvec_q4_0_x8', 'matvec_q4_1_x8', 'matvec_q5_0_x8', 'matvec_q8_0_x8', 'matvec_mxfp4_x8',
-           'gemm_q4_0_x8', 'gemm_q4_1_x8', 'gemm_q5_0_x8', 'gemm_q8_0_x8', 'gemm_mxfp4_x8']
+           'AHEAD', 'INTERLEAVED', 'SLAB_ROWS', 'X6_BYTES', 'X40_BYTES', 'X50_BYTES', 'X80_BYTES', 'X41_BYTES',
+           'X0_GROUP', 'X0_OFFSET', 'X0_LEVELS_AT', 'E8M0_HALF', 'host_features', 'target_features', 'has_vnni',
+           'kernel_set', 'F32x8', 'vzero', 'vsum', 'to_f16', 'quantize_q8', 'block_dot_codegen', 'prefetch_bytes',
+           'block_dot', 'matvec_q4_0', 'matvec_q4_1', 'matvec_q5_0', 'matvec_q5_1', 'matvec_q8_0', 'matvec_q2_k',
+           'matvec_q3_k', 'matvec_q4_k', 'matvec_q5_k', 'matvec_q6_k', 'gemm_q4_0', 'gemm_q4_1', 'gemm_q5_0',
+           'gemm_q5_1', 'gemm_q8_0', 'gemm_q2_k', 'gemm_q3_k', 'gemm_q4_k', 'gemm_q5_k', 'gemm_q6_k', 'matvec_iq4_nl',
+           'matvec_iq4_xs', 'gemm_iq4_nl', 'gemm_iq4_xs', 'matvec_mxfp4', 'gemm_mxfp4', 'BlockMatrix', 'load_u32',
+           'store_u32', 'repack_q4_k_x8', 'q4_k_x8_dot', 'q4_k_x8_dot4', 'vstore', 'prefetch_l2', 'matvec_q4_k_x8',
+           'gemm_q4_k_x8', 'InterleavedMatrix', 'block_matrix', 'f16_at', 'repack_q6_k_x8', 'q6_k_x8_dot',
+           'q6_k_x8_dot4', 'matvec_q6_k_x8', 'gemm_q6_k_x8', 'repack_q4_0_x8', 'repack_q4_1_x8', 'repack_q5_0_x8',
+           'repack_q8_0_x8', 'repack_mxfp4_x8', 'x0_x8_dot', 'matvec_q4_0_x8', 'matvec_q4_1_x8', 'matvec_q5_0_x8',
+           'matvec_q8_0_x8', 'matvec_mxfp4_x8', 'gemm_q4_0_x8', 'gemm_q4_1_x8', 'gemm_q5_0_x8', 'gemm_q8_0_x8',
+           'gemm_mxfp4_x8']
 
 # %% ../nbs/2_13_int8.ipynb #66f44c31
 import mmap, os, platform
@@ -240,9 +241,8 @@ def _nibbles(builder, pw, offset):
     lo, hi = builder.and_(q, _const(V16I8, 15)), builder.lshr(q, _const(V16I8, 4))
     return builder.shuffle_vector(lo, hi, _mask(range(32)))
 
-@intrinsic
-def prefetch_bytes(typingctx, w, offset, n):
-    "Ask the CPU to start loading bytes offset..offset+n of `w` into its caches (one request per 64-byte line)."
+def _prefetch_lines(locality: int):
+    "Code asking for bytes offset..offset+n of an array, one request per 64-byte line, into L1 (locality 3) or L2 (2)."
     def codegen(context, builder, sig, args):
         w, offset, n = args
         i8p = I8.as_pointer()
@@ -250,9 +250,14 @@ def prefetch_bytes(typingctx, w, offset, n):
             builder.module, ir.FunctionType(ir.VoidType(), [i8p, I32, I32, I32]), "llvm.prefetch.p0")
         base = _byte_ptr(context, builder, sig.args[0], w, offset)
         with cgutils.for_range_slice(builder, ir.Constant(n.type, 0), n, ir.Constant(n.type, 64)) as (i, _):
-            builder.call(fn, [builder.gep(base, [i]), ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+            builder.call(fn, [builder.gep(base, [i]), ir.Constant(I32, 0), ir.Constant(I32, locality), ir.Constant(I32, 1)])
         return context.get_dummy_value()
-    return types.void(w, offset, n), codegen
+    return codegen
+
+@intrinsic
+def prefetch_bytes(typingctx, w, offset, n):
+    "Ask the CPU to start loading bytes offset..offset+n of `w` into its caches (one request per 64-byte line)."
+    return types.void(w, offset, n), _prefetch_lines(3)
 
 # %% ../nbs/2_13_int8.ipynb #a1d1a0a9
 @block_dot_codegen("Q4_0")
@@ -856,6 +861,13 @@ def _sums32(xb):
         for i in range(s.shape[1]): s[t, i] = xb[t, 2 * i] + xb[t, 2 * i + 1]
     return s
 
+@intrinsic
+def prefetch_l2(typingctx, w, offset, n):
+    "Ask for bytes offset..offset+n of `w` in the L2 cache, not in L1 (`prefetcht1`, one request per 64-byte line)."
+    return types.void(w, offset, n), _prefetch_lines(2)
+
+AHEAD = 4            # the batch kernels ask for the weights of the group-block this many ahead
+
 @njit(cache=True, parallel=True)
 def matvec_q4_k_x8(wp, n_rows, x, out):
     "out = the repacked Q4_K matrix `wp` times the vector x."
@@ -874,12 +886,14 @@ def gemm_q4_k_x8(wp, n_rows, X, out, col0):
     nb, n_groups, last, ks = k // 256, n_rows // 8, n - 1, k // 32
     xq, xd, xb = quantize_q8(X, 256)
     s32 = _sums32(xb)
+    end = wp.size - X8_BYTES
     for tile in prange((n_groups + 1) // 2):
         for t0 in range(0, n, 4):                     # four tokens at a time (the last repeated past the end)
             t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
             for g in range(2 * tile, min(2 * tile + 2, n_groups)):
                 a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
                 for b in range(nb):
+                    prefetch_l2(wp, min((g * nb + b + AHEAD) * X8_BYTES, end), X8_BYTES)   # on its way, past L1
                     xo = (k * t0 + 256 * b, k * t1 + 256 * b, k * t2 + 256 * b, k * t3 + 256 * b)
                     so = (ks * t0 + 8 * b, ks * t1 + 8 * b, ks * t2 + 8 * b, ks * t3 + 8 * b)
                     a0, a1, a2, a3 = q4_k_x8_dot4((a0, a1, a2, a3), wp, (g * nb + b) * X8_BYTES, xq, xo, s32, so,
@@ -966,36 +980,71 @@ def repack_q6_k_x8(w, rows_at, n_cols, out):
                         store_u32(out, P + 256 + 64 * (j % 2) + 32 * g2 + 4 * r, c)
 
 # %% ../nbs/2_13_int8.ipynb #5732dd1a
+def _q6_k_x8_code(builder, pw, tokens):
+    """The dots of the 8 rows of the Q6_K group at `pw` with each token of `tokens` (acc, px, ps, dx as for Q4_K; ps:
+    the token's sums of 16 activations); each vector of levels is made once for all the tokens."""
+    k = lambda v: _const(V32I8, v)
+    zero, n = ir.Constant(V8I32, [0] * 8), len(tokens)
+    vnni = has_vnni() and n > 1                   # one token reads memory faster with the 16-bit sums (below)
+    totals, offsets = [zero] * n, [zero] * n
+    for j in range(8):                            # sub-blocks 2j (weights 32j..+15: low nibbles) and 2j+1 (the high)
+        P = 416 * (j // 2)
+        sc8 = _at(builder, pw, P + 384 + 16 * (j % 2), V16I8)               # lanes 2r, 2r+1: row r's two scales
+        sc = builder.sext(sc8, V16I16)
+        if vnni:                                  # 32-bit sums of a whole sub-block, times its scale: one vpmulld
+            sc_lo, sc_hi = (builder.sext(builder.shuffle_vector(sc8, sc8, _mask([2 * i + s for i in range(8)])), V8I32)
+                            for s in (0, 1))
+        else: sc_lo, sc_hi = (builder.shuffle_vector(sc, sc, _mask([2 * (i // 2) + s for i in range(16)])) for s in (0, 1))
+        s_lo, s_hi = [zero] * n, [zero] * n
+        for g in range(2):
+            qh = _at(builder, pw, P + 256 + 64 * (j % 2) + 32 * g, V32I8)
+            top = lambda t: builder.shl(builder.and_(builder.lshr(qh, k(t)) if t else qh, k(3)), k(4))
+            p_lo, p_hi = [None] * n, [None] * n
+            for h in (2 * g, 2 * g + 1):
+                q, t = _at(builder, pw, P + 128 * (j % 2) + 32 * h, V32I8), 4 * (h % 2)
+                lo, hi = builder.or_(builder.and_(q, k(15)), top(t)), builder.or_(builder.lshr(q, k(4)), top(t + 2))
+                for i, (_, px, _, _) in enumerate(tokens):
+                    x_lo, x_hi = _broadcast4(builder, px, 32 * j + 4 * h), _broadcast4(builder, px, 32 * j + 16 + 4 * h)
+                    if vnni: s_lo[i], s_hi[i] = _dpbusd(builder, s_lo[i], lo, x_lo), _dpbusd(builder, s_hi[i], hi, x_hi)
+                    else:                         # two vectors at a time: 16-bit sums of at most 32 004
+                        a, b = _maddubs(builder, lo, x_lo), _maddubs(builder, hi, x_hi)
+                        p_lo[i] = a if p_lo[i] is None else builder.add(p_lo[i], a)
+                        p_hi[i] = b if p_hi[i] is None else builder.add(p_hi[i], b)
+            if not vnni:
+                totals = [builder.add(total, builder.add(_madd(builder, a, sc_lo), _madd(builder, b, sc_hi)))
+                          for total, a, b in zip(totals, p_lo, p_hi)]
+        if vnni: totals = [builder.add(total, builder.add(builder.mul(a, sc_lo), builder.mul(b, sc_hi)))
+                           for total, a, b in zip(totals, s_lo, s_hi)]
+        for i, (_, _, ps, _) in enumerate(tokens):
+            pair = builder.bitcast(_splat(builder, _at(builder, ps, 4 * j, I32), V8I32), V16I16)   # sums 2j, 2j+1
+            offsets[i] = builder.add(offsets[i], _madd(builder, sc, pair))
+    out = []
+    for (acc, _, _, dx), total, offset in zip(tokens, totals, offsets):
+        total = builder.sub(total, builder.shl(offset, _const(V8I32, 5)))    # the levels' offset: 32 x ...
+        d = builder.fmul(_at(builder, pw, 1664, V8F32), _splat(builder, dx, V8F32))
+        out.append(_x86(builder, "llvm.fma.v8f32", V8F32, builder.sitofp(total, V8F32), d, acc))
+    return out
+
 @intrinsic
 def q6_k_x8_dot(typingctx, acc, w, wo, xq, xo, sums16, so, dx):
     "acc + dx * (the 8 rows of the Q6_K group at byte wo of w) . (the 256 activations at xq[xo:]), one row per lane."
     def codegen(context, builder, sig, args):
         acc, w, wo, xq, xo, s16, so, dx = args
-        pw, px = _byte_ptr(context, builder, sig.args[1], w, wo), _byte_ptr(context, builder, sig.args[3], xq, xo)
-        ps = _byte_ptr(context, builder, sig.args[5], s16, builder.mul(so, ir.Constant(so.type, 2)))
-        k = lambda v: _const(V32I8, v)
-        total, offset = ir.Constant(V8I32, [0] * 8), ir.Constant(V8I32, [0] * 8)
-        for j in range(8):                        # sub-blocks 2j (in the low nibbles) and 2j+1 (the high ones)
-            P = 416 * (j // 2)
-            sc = builder.sext(_at(builder, pw, P + 384 + 16 * (j % 2), V16I8), V16I16)   # lanes 2r, 2r+1: row r's two
-            sc_lo, sc_hi = (builder.shuffle_vector(sc, sc, _mask([2 * (i // 2) + s for i in range(16)])) for s in (0, 1))
-            for g in range(2):                    # two vectors at a time: 16-bit sums of at most 32 004
-                qh = _at(builder, pw, P + 256 + 64 * (j % 2) + 32 * g, V32I8)
-                top = lambda t: builder.shl(builder.and_(builder.lshr(qh, k(t)) if t else qh, k(3)), k(4))
-                s_lo = s_hi = None
-                for h in (2 * g, 2 * g + 1):
-                    q, t = _at(builder, pw, P + 128 * (j % 2) + 32 * h, V32I8), 4 * (h % 2)
-                    p_lo = _maddubs(builder, builder.or_(builder.and_(q, k(15)), top(t)), _broadcast4(builder, px, 32 * j + 4 * h))
-                    p_hi = _maddubs(builder, builder.or_(builder.lshr(q, k(4)), top(t + 2)), _broadcast4(builder, px, 32 * j + 16 + 4 * h))
-                    s_lo = p_lo if s_lo is None else builder.add(s_lo, p_lo)
-                    s_hi = p_hi if s_hi is None else builder.add(s_hi, p_hi)
-                total = builder.add(total, builder.add(_madd(builder, s_lo, sc_lo), _madd(builder, s_hi, sc_hi)))
-            pair = builder.bitcast(_splat(builder, _at(builder, ps, 4 * j, I32), V8I32), V16I16)   # sums 2j, 2j+1
-            offset = builder.add(offset, _madd(builder, sc, pair))
-        total = builder.sub(total, builder.shl(offset, _const(V8I32, 5)))        # the levels' offset: 32 x ...
-        d = builder.fmul(_at(builder, pw, 1664, V8F32), _splat(builder, dx, V8F32))
-        return _x86(builder, "llvm.fma.v8f32", V8F32, builder.sitofp(total, V8F32), d, acc)
+        token = _token(context, builder, (sig.args[3], sig.args[5]), acc, xq, xo, s16, so, dx)
+        return _q6_k_x8_code(builder, _byte_ptr(context, builder, sig.args[1], w, wo), [token])[0]
     return f32x8(acc, w, wo, xq, xo, sums16, so, dx), codegen
+
+@intrinsic
+def q6_k_x8_dot4(typingctx, accs, w, wo, xq, xos, sums16, sos, dxs):
+    "`q6_k_x8_dot` for four tokens at once (`accs`, `xos`, `sos`, `dxs` are 4-tuples): each vector of levels made once."
+    def codegen(context, builder, sig, args):
+        accs, w, wo, xq, xos, s16, sos, dxs = args
+        at = lambda tup, i: builder.extract_value(tup, i)
+        tokens = [_token(context, builder, (sig.args[3], sig.args[5]), at(accs, i), xq, at(xos, i), s16, at(sos, i), at(dxs, i))
+                  for i in range(4)]
+        outs = _q6_k_x8_code(builder, _byte_ptr(context, builder, sig.args[1], w, wo), tokens)
+        return context.make_tuple(builder, sig.return_type, outs)
+    return types.UniTuple(f32x8, 4)(accs, w, wo, xq, xos, sums16, sos, dxs), codegen
 
 # %% ../nbs/2_13_int8.ipynb #fd6949b3
 @njit(cache=True, parallel=True)
@@ -1015,6 +1064,7 @@ def gemm_q6_k_x8(wp, n_rows, X, out, col0):
     nb, n_groups, last, ks = k // 256, n_rows // 8, n - 1, k // 16
     xq, xd, xb = quantize_q8(X, 256)
     n4 = n - n % 4 if n % 4 < 3 else n              # a tail of one or two tokens runs one token at a time, below
+    end = wp.size - X6_BYTES
     if n4 > 0:
         for tile in prange((n_groups + 1) // 2):
             for t0 in range(0, n4, 4):                # four tokens at a time (a tail of three repeats the last)
@@ -1023,10 +1073,11 @@ def gemm_q6_k_x8(wp, n_rows, X, out, col0):
                     a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
                     for b in range(nb):
                         wo = (g * nb + b) * X6_BYTES
-                        a0 = q6_k_x8_dot(a0, wp, wo, xq, k * t0 + 256 * b, xb, ks * t0 + 16 * b, xd[t0, b])
-                        a1 = q6_k_x8_dot(a1, wp, wo, xq, k * t1 + 256 * b, xb, ks * t1 + 16 * b, xd[t1, b])
-                        a2 = q6_k_x8_dot(a2, wp, wo, xq, k * t2 + 256 * b, xb, ks * t2 + 16 * b, xd[t2, b])
-                        a3 = q6_k_x8_dot(a3, wp, wo, xq, k * t3 + 256 * b, xb, ks * t3 + 16 * b, xd[t3, b])
+                        prefetch_l2(wp, min(wo + AHEAD * X6_BYTES, end), X6_BYTES)
+                        xo = (k * t0 + 256 * b, k * t1 + 256 * b, k * t2 + 256 * b, k * t3 + 256 * b)
+                        so = (ks * t0 + 16 * b, ks * t1 + 16 * b, ks * t2 + 16 * b, ks * t3 + 16 * b)
+                        a0, a1, a2, a3 = q6_k_x8_dot4((a0, a1, a2, a3), wp, wo, xq, xo, xb, so,
+                                                      (xd[t0, b], xd[t1, b], xd[t2, b], xd[t3, b]))
                     vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
                     vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
     if n4 < n:                                        # padded to four, one or two tokens would pay for four

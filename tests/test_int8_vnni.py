@@ -8,7 +8,7 @@ from llmbook.int8 import has_vnni, host_features, kernel_set
 pytestmark = pytest.mark.skipif(kernel_set() != "avx2" or not has_vnni(),
                                 reason="this CPU has no VNNI (AVX512-VNNI with AVX512-VL, or AVX-VNNI): nothing to compare")
 
-TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K"]   # blocks read in place go through _dot_u8s8, and groups
+TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q6_K"]   # blocks read in place go through _dot_u8s8, and groups
                                                                 # of 8 rows (block_matrix) through vpdpbusd as well
 
 PRODUCTS = """
