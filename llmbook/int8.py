@@ -816,7 +816,7 @@ def _q4_k_x8_code(builder, pw, tokens):
 
 # %% ../nbs/2_13_int8.ipynb #60aa4e5b
 def _token(context, builder, tys, acc, xq, xo, s32, so, dx):
-    "One token's operands for `_q4_k_x8_code`: its accumulator, pointers to its activations and their sums, its scale."
+    "One token's operands for `_q4_k_x8_code` (and Q6_K's): its accumulator, pointers to its activations and sums, its scale."
     ps = _byte_ptr(context, builder, tys[1], s32, builder.mul(so, ir.Constant(so.type, 2)))
     return acc, _byte_ptr(context, builder, tys[0], xq, xo), ps, dx
 
@@ -980,12 +980,19 @@ def repack_q6_k_x8(w, rows_at, n_cols, out):
                         store_u32(out, P + 256 + 64 * (j % 2) + 32 * g2 + 4 * r, c)
 
 # %% ../nbs/2_13_int8.ipynb #5732dd1a
+def _tie(builder, values: list) -> list:
+    "`values` passed through an empty `asm` statement: what makes them must be done here, and LLVM cannot move it later."
+    fty = ir.FunctionType(ir.LiteralStructType([v.type for v in values]), [v.type for v in values])
+    constraints = ",".join(["=v"] * len(values) + [str(i) for i in range(len(values))])   # each output is its input
+    tied = builder.asm(fty, "", constraints, values, side_effect=False)
+    return [builder.extract_value(tied, i) for i in range(len(values))]
+
 def _q6_k_x8_code(builder, pw, tokens):
     """The dots of the 8 rows of the Q6_K group at `pw` with each token of `tokens` (acc, px, ps, dx as for Q4_K; ps:
     the token's sums of 16 activations); each vector of levels is made once for all the tokens."""
     k = lambda v: _const(V32I8, v)
     zero, n = ir.Constant(V8I32, [0] * 8), len(tokens)
-    vnni = has_vnni() and n > 1                   # one token reads memory faster with the 16-bit sums (below)
+    vnni = has_vnni() and n > 1                   # one token: the 16-bit sums read memory faster (measured above)
     totals, offsets = [zero] * n, [zero] * n
     for j in range(8):                            # sub-blocks 2j (weights 32j..+15: low nibbles) and 2j+1 (the high)
         P = 416 * (j // 2)
@@ -995,7 +1002,7 @@ def _q6_k_x8_code(builder, pw, tokens):
             sc_lo, sc_hi = (builder.sext(builder.shuffle_vector(sc8, sc8, _mask([2 * i + s for i in range(8)])), V8I32)
                             for s in (0, 1))
         else: sc_lo, sc_hi = (builder.shuffle_vector(sc, sc, _mask([2 * (i // 2) + s for i in range(16)])) for s in (0, 1))
-        s_lo, s_hi = [zero] * n, [zero] * n
+        s_lo, s_hi = [zero] * n, [zero] * n      # VNNI's 32-bit sums of the sub-blocks (AVX2: p_lo, p_hi below)
         for g in range(2):
             qh = _at(builder, pw, P + 256 + 64 * (j % 2) + 32 * g, V32I8)
             top = lambda t: builder.shl(builder.and_(builder.lshr(qh, k(t)) if t else qh, k(3)), k(4))
@@ -1018,6 +1025,8 @@ def _q6_k_x8_code(builder, pw, tokens):
         for i, (_, _, ps, _) in enumerate(tokens):
             pair = builder.bitcast(_splat(builder, _at(builder, ps, 4 * j, I32), V8I32), V16I16)   # sums 2j, 2j+1
             offsets[i] = builder.add(offsets[i], _madd(builder, sc, pair))
+        if n > 1:                                 # this j done before the next begins (see above)
+            tied = _tie(builder, totals + offsets); totals, offsets = tied[:n], tied[n:]
     out = []
     for (acc, _, _, dx), total, offset in zip(tokens, totals, offsets):
         total = builder.sub(total, builder.shl(offset, _const(V8I32, 5)))    # the levels' offset: 32 x ...
@@ -1063,29 +1072,21 @@ def gemm_q6_k_x8(wp, n_rows, X, out, col0):
     n, k = X.shape
     nb, n_groups, last, ks = k // 256, n_rows // 8, n - 1, k // 16
     xq, xd, xb = quantize_q8(X, 256)
-    n4 = n - n % 4 if n % 4 < 3 else n              # a tail of one or two tokens runs one token at a time, below
     end = wp.size - X6_BYTES
-    if n4 > 0:
-        for tile in prange((n_groups + 1) // 2):
-            for t0 in range(0, n4, 4):                # four tokens at a time (a tail of three repeats the last)
-                t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
-                for g in range(2 * tile, min(2 * tile + 2, n_groups)):
-                    a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
-                    for b in range(nb):
-                        wo = (g * nb + b) * X6_BYTES
-                        prefetch_l2(wp, min(wo + AHEAD * X6_BYTES, end), X6_BYTES)
-                        xo = (k * t0 + 256 * b, k * t1 + 256 * b, k * t2 + 256 * b, k * t3 + 256 * b)
-                        so = (ks * t0 + 16 * b, ks * t1 + 16 * b, ks * t2 + 16 * b, ks * t3 + 16 * b)
-                        a0, a1, a2, a3 = q6_k_x8_dot4((a0, a1, a2, a3), wp, wo, xq, xo, xb, so,
-                                                      (xd[t0, b], xd[t1, b], xd[t2, b], xd[t3, b]))
-                    vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
-                    vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
-    if n4 < n:                                        # padded to four, one or two tokens would pay for four
-        for g in prange(n_groups):
-            for t in range(n4, n):
-                acc = vzero()
-                for b in range(nb): acc = q6_k_x8_dot(acc, wp, (g * nb + b) * X6_BYTES, xq, k * t + 256 * b, xb, ks * t + 16 * b, xd[t, b])
-                vstore(acc, out[t], col0 + 8 * g)
+    for tile in prange((n_groups + 1) // 2):
+        for t0 in range(0, n, 4):                     # four tokens at a time (the last repeated past the end)
+            t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
+            for g in range(2 * tile, min(2 * tile + 2, n_groups)):
+                a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
+                for b in range(nb):
+                    wo = (g * nb + b) * X6_BYTES
+                    prefetch_l2(wp, min(wo + AHEAD * X6_BYTES, end), X6_BYTES)
+                    xo = (k * t0 + 256 * b, k * t1 + 256 * b, k * t2 + 256 * b, k * t3 + 256 * b)
+                    so = (ks * t0 + 16 * b, ks * t1 + 16 * b, ks * t2 + 16 * b, ks * t3 + 16 * b)
+                    a0, a1, a2, a3 = q6_k_x8_dot4((a0, a1, a2, a3), wp, wo, xq, xo, xb, so,
+                                                  (xd[t0, b], xd[t1, b], xd[t2, b], xd[t3, b]))
+                vstore(a3, out[t3], col0 + 8 * g); vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
+                vstore(a1, out[t1], col0 + 8 * g); vstore(a0, out[t0], col0 + 8 * g)
 
 INTERLEAVED[GGMLType.Q6_K] = (repack_q6_k_x8, matvec_q6_k_x8, gemm_q6_k_x8, X6_BYTES)
 

@@ -87,9 +87,17 @@ def note_machine(nb, cpu=None):
     cell = nbformat.v4.new_markdown_cell(text, metadata={META: {"run_note": True}})
     nb.cells.insert(at, cell)
 
+def clear_notebook_numba_cache():
+    """Drop the machine code numba keeps for functions a notebook defines (`cache=True` in a cell). Its key is the
+    cell's own source, so a kernel whose intrinsic changed in another cell would load stale code and print stale
+    timings: every run compiles the chapter's kernels afresh (the package's own cache is not touched)."""
+    from IPython.paths import get_ipython_cache_dir
+    shutil.rmtree(Path(get_ipython_cache_dir()) / "numba_cache", ignore_errors=True)
+
 def execute(path, timeout, cwd=NBS):
-    """Execute the notebook at `path` in place on a fresh kernel (working directory `cwd`); return the seconds it
-    took. Raises on a failing cell."""
+    """Execute the notebook at `path` in place on a fresh kernel (working directory `cwd`) and a fresh cache of its
+    compiled cells; return the seconds it took. Raises on a failing cell."""
+    clear_notebook_numba_cache()
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
                             resources={"metadata": {"path": str(cwd)}})
