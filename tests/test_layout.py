@@ -12,8 +12,6 @@ NBS, PKG = ROOT / "nbs", ROOT / "llmbook"
 LATER_ALLOWED = {
     ("gguf", "quants"): "GGUFFile.dequantize is defined where a reader looks for it (DESIGN.md) and imports chapter 02 when first called",
     ("cli", "serve"): "cli.py lists every command itself; serving is optional (FastAPI) and imported when `llmbook serve` runs",
-    ("loading", "moe"): "`llmbook.load` is the one visible place that wires the appendices' model families into chapter 06's "
-                        "Model (DESIGN.md): it imports the mixture-of-experts appendix and passes its FAMILIES",
 }
 
 def reading_order() -> list:
