@@ -304,3 +304,18 @@ ANY_HASHED = any(execute_nbs.META in c.get("metadata", {}) for p in NBS.glob("*.
 def test_saved_outputs_match_their_source():
     report = stale_report(sorted(NBS.glob("*.ipynb")))
     assert not report, "saved outputs may be stale (a code cell changed after the notebook was executed):\n" + report
+
+# One truth across pages (issue 35): a figure with a unit in a page's prose (tok/s, GB/s, ms, MB, 1.5x ...) is one
+# that page's own outputs print, so that re-executing the page on another machine cannot leave its prose behind.
+# Quoted outside figures are allowed here, at most five, each with its source.
+import book_stats  # noqa: E402
+QUOTED_FIGURES = {
+    # (page stem, figure as written): where it comes from
+}
+
+@pytest.mark.parametrize("stem", NOTEBOOKS)
+def test_prose_figures_are_printed_on_their_page(stem):
+    assert len(QUOTED_FIGURES) <= 5
+    missing = [f for f in book_stats.prose_figures_not_in_outputs(f"{stem}.ipynb") if (stem, f) not in QUOTED_FIGURES]
+    assert not missing, (f"{stem}: figures in the prose that no output on the page prints: {missing} "
+                         f"(print them from a cell, or say it without the number; python tools/book_stats.py --figures)")
