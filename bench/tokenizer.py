@@ -27,14 +27,15 @@ def tokenizer_cost(metadata: dict, repeats: int = 3) -> dict:
     (tracemalloc: Python's allocations only, not the C++ of the sentencepiece package)."""
     import gc, tracemalloc
     from llmbook.tokenizer import Tokenizer
+    from llmbook.tokenizer_extras import EXTRAS
     init = float("inf")
     for _ in range(repeats):
         gc.collect()
-        t0 = time.perf_counter(); Tokenizer(metadata); init = min(init, time.perf_counter() - t0)
+        t0 = time.perf_counter(); Tokenizer(metadata, EXTRAS); init = min(init, time.perf_counter() - t0)
     gc.collect()
     tracemalloc.start()
     try:
-        tok = Tokenizer(metadata)
+        tok = Tokenizer(metadata, EXTRAS)
         tok.encode("warm up the lazily built parts", add_special=False)
         kept = tracemalloc.get_traced_memory()[0]
     finally: tracemalloc.stop()
@@ -44,8 +45,9 @@ def tokenizer_cost(metadata: dict, repeats: int = 3) -> dict:
 def bench_llmbook(path: Path, text: str, repeats: int = 3) -> dict:
     from llmbook.gguf import GGUFFile
     from llmbook.tokenizer import Tokenizer
+    from llmbook.tokenizer_extras import EXTRAS
     t0 = time.perf_counter()
-    with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)
+    with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f, EXTRAS)
     tok.encode("warm up the lazily built parts", add_special=False)
     load = time.perf_counter() - t0
     with GGUFFile(path) as f: cost = tokenizer_cost(f.metadata)

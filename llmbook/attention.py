@@ -43,14 +43,12 @@ def apply_rope(x: np.ndarray,    # `(n_tokens, n_heads, head_dim)`; only the fir
                neox: bool = False # pairing: False for llama's `(2i, 2i+1)`, True for NeoX/gemma's `(i, i+n_rot/2)`
               ) -> np.ndarray:
     "Rotate `x` `(n_tokens, n_heads, head_dim)` by per-token angles; pairs `(2i, 2i+1)`, or `(i, i+n_rot/2)` if `neox`."
-    n_rot = 2 * cos.shape[-1]
-    out = np.array(x, dtype=np.float32, copy=True)
-    if neox: a, b = x[..., : n_rot // 2], x[..., n_rot // 2 : n_rot]
-    else:    a, b = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
+    n_rot = 2 * cos.shape[-1]; h = n_rot // 2
+    first, second = (slice(0, h), slice(h, n_rot)) if neox else (slice(0, n_rot, 2), slice(1, n_rot, 2))
+    a, b = x[..., first], x[..., second]             # the two coordinates of every pair
     c, s = cos[:, None, :], sin[:, None, :]          # same angle for every head of a token
-    ra, rb = a * c - b * s, a * s + b * c
-    if neox: out[..., : n_rot // 2], out[..., n_rot // 2 : n_rot] = ra, rb
-    else:    out[..., 0:n_rot:2], out[..., 1:n_rot:2] = ra, rb
+    out = np.array(x, dtype=np.float32, copy=True)
+    out[..., first], out[..., second] = a * c - b * s, a * s + b * c
     return out
 
 # %% ../nbs/1_04_attention.ipynb #b2a98d73

@@ -7,9 +7,12 @@ from __future__ import annotations
 import argparse, json, os, sys, threading, time
 from pathlib import Path
 from .gguf import GGUFFile
-from .kvcache import ContextFullError, CACHE_TYPES
+from .untrusted import summary
+from .kvcache import ContextFullError
+from .attention_kernels import KV_STORAGES
 from .model import default_model_path
 from .tokenizer import Tokenizer
+from .tokenizer_extras import EXTRAS
 from .loading import load
 from .grammar import as_grammar
 from .runtime import cpu_summary, read_bandwidth
@@ -75,7 +78,7 @@ def run_inspect(args) -> int:
     "Print a GGUF file's summary (or one metadata value, as JSON)."
     with GGUFFile(args.path) as f:
         if args.key is None:
-            print(f.summary(max_tensors=args.max_tensors))
+            print(summary(f, max_tensors=args.max_tensors))
             ks = kernel_set()
             print(f"\nkernels on this CPU: {ks} ({KERNEL_SET_NAMES[ks]})")
             return 0
@@ -115,7 +118,7 @@ def _model_args(p: argparse.ArgumentParser):
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels: avx2 (integer dot products) or float; "
                         "default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
-    p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
+    p.add_argument("--cache-type", default="f16", choices=list(KV_STORAGES),
                    help="how the KV cache stores keys and values: f16 (default, as llama.cpp), f32 (twice the memory) or q8_0 (about half of f16's)")
 
 # %% ../nbs/3_22_cli.ipynb #027471ff
@@ -277,7 +280,7 @@ def run_tokenize(args) -> int:
     "Print the token ids of the text (JSON), or one id and piece per line."
     text = sys.stdin.read() if args.text == "-" else args.text
     with GGUFFile(args.model if args.model is not None else default_model_path()) as f:
-        tok = Tokenizer.from_gguf(f)
+        tok = Tokenizer.from_gguf(f, EXTRAS)
     ids = tok.encode(text, add_special=not args.no_bos, parse_special=not args.no_parse_special)
     if not args.pieces: print(json.dumps(ids)); return 0
     for t in ids:
@@ -319,7 +322,7 @@ def perplexity_args(p: argparse.ArgumentParser):
                    help="threads for the kernels (default: all cores)")
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels (default auto: the best this CPU has)")
-    p.add_argument("--cache-type", default="f16", choices=list(CACHE_TYPES),
+    p.add_argument("--cache-type", default="f16", choices=list(KV_STORAGES),
                    help="how the KV cache stores keys and values: f16 (default), f32 or q8_0")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
 

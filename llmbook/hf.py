@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 from .tensors import GGMLType, QTensor, bf16_to_f32, f32_to_bf16
 from .gguf import GGUFFile, GGUFWriter, GGUFValueType
-from .quants import quantize, dequantize
-from .quantize import FileType, FILE_TYPES, file_type, quantize_plan, LazyQTensor, QuantizeResult, QUANTIZATION_VERSION
-from .tokenizer import Tokenizer, TokenType, PRE_TOKENIZERS, sentencepiece_model
+from .quants import dequantize
+from .quantize import quantize, FileType, FILE_TYPES, file_type, quantize_plan, LazyQTensor, QuantizeResult, QUANTIZATION_VERSION
+from .tokenizer import Tokenizer, TokenType
+from .tokenizer_extras import EXTRAS, PRE_TOKENIZERS, sentencepiece_model
 
 # %% auto #0
 __all__ = ['SAFETENSORS_DTYPES', 'LLAMA_BLOCK_NAMES', 'GEMMA3_BLOCK_NAMES', 'TOP_NAMES', 'SKIPPED', 'HF_ARCHS', 'CHKTXT',
@@ -354,7 +355,7 @@ def bpe_vocab(tok_json: dict, vocab_size: int | None) -> dict:
 # %% ../nbs/3_18_hf.ipynb #f240f0d3
 def pre_tokenizer_name(md: dict, family: str) -> str:
     "The `tokenizer.ggml.pre` llama.cpp's converter would assign: the hash of our tokenizer's ids of `CHKTXT`."
-    tok = Tokenizer({**md, "tokenizer.ggml.pre": family})
+    tok = Tokenizer({**md, "tokenizer.ggml.pre": family}, EXTRAS)
     ids = tok.encode(CHKTXT, add_special=True, parse_special=False)
     name = PRE_HASHES.get(hashlib.sha256(str(ids).encode()).hexdigest())
     if name is not None and PRE_TOKENIZERS[name].patterns == PRE_TOKENIZERS[family].patterns: return name

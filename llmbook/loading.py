@@ -11,7 +11,8 @@ from .gguf import GGUFFile
 from .model import default_model_path
 from .generate import LLM
 from .engine import KernelEngine
-from . import moe
+from .attention_kernels import kv_storage
+from . import families, moe
 from .runtime import start_numba
 
 # %% ../nbs/3_19_load.ipynb #d3ccbf38
@@ -33,8 +34,8 @@ def load(path=None, n_threads: int | None = None, n_ctx: int | None = None, kern
     `n_ctx`: positions of a KV cache; `n_threads`: the kernels' threads (default: the physical cores); `kernels`:
     'avx2' or 'float' forces a kernel set (default: the best this CPU has); `deterministic`: a token's logits are
     the same bits however it is batched (chapter 16; default: where it is free, the integer kernels); `cache_type`:
-    how the KV cache stores keys and values: "f16" (llama.cpp's default, half the memory of "f32"; chapter 05), "f32",
+    how the KV cache stores keys and values: "f16" (llama.cpp's default, half the memory of "f32"; chapter 14), "f32",
     or "q8_0" (8-bit blocks, about a quarter of "f32")."""
     start_numba()               # chapter 11: numba started, its objects frozen, before any of the model exists
-    return LLM(GGUFFile(model_file(path)), n_ctx, cache_type=cache_type, families=moe.FAMILIES,
+    return LLM(GGUFFile(model_file(path)), n_ctx, cache_type=kv_storage(cache_type), families=families.FAMILIES + moe.FAMILIES,
                engine=lambda model: KernelEngine(model, n_threads, kernels, deterministic))

@@ -9,16 +9,234 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
-from .tensors import GGMLType, QTensor, type_info
+from .tensors import GGMLType, QK_K, QTensor, type_info
 from .gguf import GGUFFile, GGUFWriter, GGUFValueType
-from .quants import quantize, dequantize, DEQUANTIZERS
+from . import quants
+from .quants import (dequantize, DEQUANTIZERS, QUANTIZERS, quantizer, pack_bits, pack_scales_k4, safe_inverse,
+                            signed_absmax, _records, BLOCK_Q2_K, BLOCK_Q3_K, BLOCK_Q4_K, BLOCK_Q5_K, BLOCK_Q6_K, BLOCK_Q8_K)
 
 # %% auto #0
-__all__ = ['FILE_TYPES', 'FILE_TYPE_ALIASES', 'QUANTIZATION_VERSION', 'KEEP_AS_IS', 'KEEP_NAMES', 'FALLBACK', 'SPLIT_KEYS',
-           'SAMPLE_TEXT', 'FileType', 'file_type', 'layer_of', 'llama_cpp_order', 'use_more_bits', 'is_quantizable',
-           'mix_rule', 'fit_rows', 'choose_type', 'TensorPlan', 'quantize_plan', 'LazyQTensor', 'ProgressBar',
-           'QuantizeResult', 'copy_metadata', 'quantize_model', 'evaluation_windows', 'log_softmax', 'scored_logprobs',
-           'Scores', 'measure', 'file_bits_per_weight']
+__all__ = ['K_QUANTIZERS', 'GROUP_MAX_EPS', 'FILE_TYPES', 'FILE_TYPE_ALIASES', 'QUANTIZATION_VERSION', 'KEEP_AS_IS', 'KEEP_NAMES',
+           'FALLBACK', 'SPLIT_KEYS', 'SAMPLE_TEXT', 'fit_scale_min', 'quantize_scales_6bit', 'sub_blocks_as_columns',
+           'quantize_q4_k', 'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k', 'quantize_q2_k',
+           'refine_q3_levels', 'quantize_q3_k', 'quantize_q8_k', 'quantize', 'FileType', 'file_type', 'layer_of',
+           'llama_cpp_order', 'use_more_bits', 'is_quantizable', 'mix_rule', 'fit_rows', 'choose_type', 'TensorPlan',
+           'quantize_plan', 'LazyQTensor', 'ProgressBar', 'QuantizeResult', 'copy_metadata', 'quantize_model',
+           'evaluation_windows', 'log_softmax', 'scored_logprobs', 'Scores', 'measure', 'file_bits_per_weight']
+
+# %% ../nbs/3_17_quantize.ipynb #c8ead433
+K_QUANTIZERS = {}   # GGMLType -> quantizer of blocks: the K-quants, registered with chapter 02's `quantizer(t, K_QUANTIZERS)`
+
+def _wsum(a):
+    "Column sums of (k, m) float32, adding the k rows one after the other as the C reference's loop does."
+    total = a[0].copy()
+    for row in a[1:]: total += row      # k contiguous vector adds; np.sum's pairwise order rounds differently
+    return total
+
+# %% ../nbs/3_17_quantize.ipynb #07ed0fd5
+def fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int, use_mad: bool = False):
+    """For each column of `x` (k, m) find `scale`, `minimum` >= 0 and levels `L` in 0..nmax so that
+    `scale * L - minimum` is close to `x` in the `w`-weighted squared error, or absolute error if `use_mad`
+    (llama.cpp's make_qkx2_quants)."""
+    lo = np.minimum(x.min(axis=0), 0)                   # the grid always reaches down to 0 or below
+    hi = x.max(axis=0)
+    flat = hi == lo                                      # all zeros: scale 0, nothing to search
+    sum_w, sum_x = _wsum(w), _wsum(w * x)
+
+    def levels(iscale, offset): return np.clip(np.rint(iscale * (x - offset)), 0, nmax)
+    def error(scale, offset, L):
+        diff = scale * L + offset - x
+        return _wsum(w * (np.abs(diff) if use_mad else np.square(diff)))
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = np.float32(nmax) / (hi - lo)
+        L, scale, offset = levels(iscale, lo), np.float32(1) / iscale, lo
+        best = error(scale, offset, L)
+        for step in range(nstep + 1):
+            # the candidate grid is stretched from the *current best* offset (as the reference does)
+            iscale = (np.float32(rmin) + np.float32(rdelta) * np.float32(step) + np.float32(nmax)) / (hi - offset)
+            Lc = levels(iscale, offset)
+            wl = w * Lc                                  # (w*l)*l and (w*l)*x: the reference's order
+            sum_l, sum_l2, sum_xl = _wsum(wl), _wsum(wl * Lc), _wsum(wl * x)
+            D = sum_w * sum_l2 - sum_l * sum_l
+            this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
+            this_offset = (sum_l2 * sum_x - sum_l * sum_xl) / D
+            positive = this_offset > 0                   # a grid that starts above 0: pin it at 0
+            this_scale = np.where(positive, sum_xl / sum_l2, this_scale)
+            this_offset = np.where(positive, np.float32(0), this_offset)
+            err = error(this_scale, this_offset, Lc)
+            better = (D > 0) & (err < best) & ~flat
+            L = np.where(better, Lc, L)
+            scale, offset, best = np.where(better, this_scale, scale), np.where(better, this_offset, offset), np.where(better, err, best)
+    scale, L = np.where(flat, np.float32(0), scale), np.where(flat, 0, L)
+    return scale.astype(np.float32), (-offset).astype(np.float32), L
+
+# %% ../nbs/3_17_quantize.ipynb #a45d7325
+def quantize_scales_6bit(values):
+    "Quantize non-negative per-sub-block values (n, 8) to 6 bits against their row maximum: (levels, f16 step)."
+    top = np.maximum(values.max(axis=1, keepdims=True), 0)
+    inv = np.where(top > 0, np.float32(63) / np.where(top > 0, top, 1), np.float32(0))
+    return np.clip(np.rint(inv * values), 0, 63).astype(np.uint8), (top / np.float32(63)).astype(np.float16)
+
+def sub_blocks_as_columns(x, size: int) -> np.ndarray:
+    "(n, 256) super-blocks -> (size, n*256/size): one sub-block per column, so its sums are contiguous adds."
+    return np.ascontiguousarray(x.reshape(-1, size).T)
+
+# %% ../nbs/3_17_quantize.ipynb #42418273
+def _quantize_k_with_min(x, nmax: int, rmin: float, nstep: int):
+    "Q4_K/Q5_K: levels 0..nmax per weight, and the (d, dmin, 6-bit scales) of each super-block."
+    n = len(x)
+    sub = sub_blocks_as_columns(x, 32)                   # (32, n*8)
+    weights = np.sqrt(_wsum(sub * sub) / np.float32(32)) + np.abs(sub)
+    scale, minimum, L = fit_scale_min(sub, weights, nmax, rmin, 0.1, nstep)
+    ls, d = quantize_scales_6bit(scale.reshape(n, 8))
+    lm, dmin = quantize_scales_6bit(minimum.reshape(n, 8))
+    # round once more against the scales as they will be decoded (f16 step times 6-bit level)
+    sub_scale = (d.astype(np.float32) * ls).reshape(-1)
+    sub_min = (dmin.astype(np.float32) * lm).reshape(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        again = np.clip(np.rint((sub + sub_min) / sub_scale), 0, nmax)
+    L = np.where(sub_scale != 0, again, L)               # a zero scale keeps the levels of the search
+    return L.T.reshape(n, QK_K).astype(np.uint8), dict(d=d[:, 0], dmin=dmin[:, 0], scales=pack_scales_k4(ls, lm))
+
+@quantizer(GGMLType.Q4_K, K_QUANTIZERS)
+def quantize_q4_k(x):
+    L, fields = _quantize_k_with_min(x, 15, -1.0, 20)
+    return _records(BLOCK_Q4_K, len(x), qs=pack_bits(L, 4, 32), **fields)
+
+@quantizer(GGMLType.Q5_K, K_QUANTIZERS)
+def quantize_q5_k(x):
+    L, fields = _quantize_k_with_min(x, 31, -0.5, 15)
+    return _records(BLOCK_Q5_K, len(x), qs=pack_bits(L & np.uint8(15), 4, 32), qh=pack_bits(L >> np.uint8(4), 1, 32), **fields)
+
+# %% ../nbs/3_17_quantize.ipynb #c5585d63
+GROUP_MAX_EPS = np.float32(1e-15)    # below this, llama.cpp treats a group as all zeros
+
+def fit_symmetric_scale(x, nmax: int):
+    """For each column of `x` (k, m): a scale and levels `L` in 0..2*nmax-1 so that `scale * (L - nmax)` is
+    close to `x`, weighting each value by `x²` (llama.cpp's make_qx_quants with rmse_type 1)."""
+    top = np.take_along_axis(x, np.abs(x).argmax(axis=0)[None], axis=0)[0]   # signed value of largest |x|
+    zero = np.abs(top) < GROUP_MAX_EPS
+    top = np.where(zero, np.float32(1), top)
+    w = x * x
+    wx = w * x
+    def levels(iscale): return np.clip(np.rint(iscale * x), -nmax, nmax - 1)
+    def fit(L): return _wsum(wx * L), _wsum(w * L * L)
+
+    L = levels(np.float32(-nmax) / top)
+    sumlx, suml2 = fit(L)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(suml2 != 0, sumlx / suml2, np.float32(0))
+        best = scale * sumlx
+        for k in [k for k in range(-9, 10) if k != 0]:
+            Lc = levels(-(np.float32(nmax) + np.float32(0.1) * np.float32(k)) / top)
+            sumlx, suml2 = fit(Lc)
+            better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
+            L = np.where(better, Lc, L)
+            scale = np.where(better, sumlx / suml2, scale)
+            best = np.where(better, scale * sumlx, best)
+    return np.where(zero, np.float32(0), scale), np.where(zero, 0, L + nmax)
+
+# %% ../nbs/3_17_quantize.ipynb #3879310c
+@quantizer(GGMLType.Q6_K, K_QUANTIZERS)
+def quantize_q6_k(x):
+    n = len(x)
+    sub = sub_blocks_as_columns(x, 16)                   # (16, n*16)
+    scale, L = fit_symmetric_scale(sub, 32)
+    top = signed_absmax(scale.reshape(n, 16))
+    zero = np.abs(top) < GROUP_MAX_EPS                     # an all-zero super-block is all zero bytes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = np.where(zero, np.float32(0), np.float32(-128) / top)
+        d = np.where(zero, np.float32(0), np.float32(1) / iscale).astype(np.float16)
+        ls = np.minimum(127, np.rint(iscale * scale.reshape(n, 16))).astype(np.int8)
+        sub_scale = (d.astype(np.float32) * ls).reshape(-1)
+        again = np.clip(np.rint(sub / sub_scale), -32, 31) + 32
+    L = np.where(sub_scale != 0, again, L).T.reshape(n, QK_K).astype(np.uint8)
+    L[zero[:, 0]] = 0
+    return _records(BLOCK_Q6_K, n, ql=pack_bits(L & np.uint8(15), 4, 64), qh=pack_bits(L >> np.uint8(4), 2, 32),
+                    scales=ls, d=d[:, 0])
+
+# %% ../nbs/3_17_quantize.ipynb #96479b83
+@quantizer(GGMLType.Q2_K, K_QUANTIZERS)
+def quantize_q2_k(x):
+    n = len(x)
+    sub = sub_blocks_as_columns(x, 16)                   # (16, n*16)
+    scale, minimum, L = fit_scale_min(sub, np.abs(sub), 3, -0.5, 0.1, 15, use_mad=True)
+    scale, minimum = scale.reshape(n, 16), minimum.reshape(n, 16)
+    def four_bit(values):
+        "Levels (as the reference's unchecked uint8 stores them) and f16 step of values against their max."
+        top = np.maximum(values.max(axis=1, keepdims=True), 0)
+        inv = np.where(top > 0, np.float32(15) / np.where(top > 0, top, 1), np.float32(0))
+        return np.rint(inv * values).astype(np.int32), (top / np.float32(15)).astype(np.float16)
+    ls, d = four_bit(scale)
+    lm, dmin = four_bit(minimum)
+    packed = ((ls | (lm << 4)) & 0xFF).astype(np.uint8)
+    sub_scale = (d.astype(np.float32) * (packed & np.uint8(15))).reshape(-1)
+    sub_min = (dmin.astype(np.float32) * (packed >> np.uint8(4))).reshape(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        again = np.clip(np.rint((sub + sub_min) / sub_scale), 0, 3)
+    L = np.where(sub_scale != 0, again, L).T.reshape(n, QK_K)
+    return _records(BLOCK_Q2_K, n, scales=packed, qs=pack_bits(L, 2, 32), d=d[:, 0], dmin=dmin[:, 0])
+
+# %% ../nbs/3_17_quantize.ipynb #2fbaf532
+def refine_q3_levels(x, nmax: int = 4, passes: int = 5):
+    """For each column of `x` (k, m): a scale and levels in -nmax..nmax-1, improved one weight at a time
+    with `x²` weights (llama.cpp's make_q3_quants with do_rmse). Returns (scale, levels + nmax)."""
+    top = np.take_along_axis(x, np.abs(x).argmax(axis=0)[None], axis=0)[0]
+    zero = np.abs(top) < GROUP_MAX_EPS
+    top = np.where(zero, np.float32(1), top)
+    L = np.clip(np.rint((np.float32(-nmax) / top) * x), -nmax, nmax - 1)
+    w = x * x
+    wx = w * x
+    sumlx, suml2 = _wsum(wx * L), _wsum(w * L * L)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(passes):          # a pass that changes nothing leaves the next ones nothing to do
+            for i in range(x.shape[0]):
+                slx = sumlx - wx[i] * L[i]
+                sl2 = suml2 - w[i] * L[i] * L[i]
+                new = np.clip(np.rint(x[i] * sl2 / slx), -nmax, nmax - 1)
+                slx_new = slx + wx[i] * new
+                sl2_new = sl2 + w[i] * new * new
+                take = (slx > 0) & (new != L[i]) & (sl2_new > 0) & (slx_new * slx_new * suml2 > sumlx * sumlx * sl2_new)
+                L[i] = np.where(take, new, L[i])
+                sumlx, suml2 = np.where(take, slx_new, sumlx), np.where(take, sl2_new, suml2)
+        scale = np.where(suml2 > 0, sumlx / suml2, np.float32(0))
+    return np.where(zero, np.float32(0), scale), np.where(zero, 0, L + nmax)
+
+# %% ../nbs/3_17_quantize.ipynb #f3b70a80
+@quantizer(GGMLType.Q3_K, K_QUANTIZERS)
+def quantize_q3_k(x):
+    n = len(x)
+    sub = sub_blocks_as_columns(x, 16)                   # (16, n*16)
+    scale, L = refine_q3_levels(sub)
+    scale = scale.reshape(n, 16)
+    top = signed_absmax(scale)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = np.where(top != 0, np.float32(-32) / top, np.float32(0))
+        d = np.where(top != 0, np.float32(1) / iscale, np.float32(0)).astype(np.float16)
+        ls = np.where(top != 0, np.clip(np.rint(iscale * scale), -32, 31) + 32, 0).astype(np.uint8)
+        sub_scale = (d.astype(np.float32) * (ls.astype(np.int8) - np.int8(32))).reshape(-1)
+        again = np.clip(np.rint(sub / sub_scale), -4, 3) + 4
+    L = np.where(sub_scale != 0, again, L).T.reshape(n, QK_K).astype(np.uint8)
+    scales = np.concatenate([pack_bits(ls & np.uint8(15), 4, 8), pack_bits(ls >> np.uint8(4), 2, 4)], axis=1)
+    return _records(BLOCK_Q3_K, n, hmask=pack_bits(L >> np.uint8(2), 1, 32), qs=pack_bits(L & np.uint8(3), 2, 32),
+                    scales=scales, d=d[:, 0])
+
+# %% ../nbs/3_17_quantize.ipynb #6dac5252
+@quantizer(GGMLType.Q8_K, K_QUANTIZERS)
+def quantize_q8_k(x):
+    top = signed_absmax(x)
+    with np.errstate(divide="ignore"):
+        iscale = np.where(top == 0, np.float32(0), np.float32(-127) / top)
+    q = np.minimum(127, np.rint(iscale * x)).astype(np.int8)
+    d = np.where(top == 0, np.float32(0), safe_inverse(iscale))
+    bsums = q.reshape(len(x), QK_K // 16, 16).sum(axis=2, dtype=np.int16)
+    return _records(BLOCK_Q8_K, len(x), d=d[:, 0], qs=q, bsums=bsums)
+
+# %% ../nbs/3_17_quantize.ipynb #ea548a8e
+def quantize(x: np.ndarray, ggml_type) -> QTensor:
+    "Chapter 02's `quantize` with the K-quants too: any type of `QUANTIZERS` or `K_QUANTIZERS`, rounded as llama.cpp does."
+    return quants.quantize(x, ggml_type, QUANTIZERS | K_QUANTIZERS)
 
 # %% ../nbs/3_17_quantize.ipynb #a6b802b6
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['apply_logit_bias', 'apply_penalties', 'keep_top_k', 'sort_descending', 'keep_top_p', 'keep_min_p',
            'apply_temperature', 'draw', 'mt19937_state', 'seeded_generator', 'uniform01', 'SamplerSettings',
-           'recent_tokens', 'check_logits', 'filter_candidates', 'Sampler']
+           'recent_tokens', 'check_logits', 'penalized', 'filter_candidates', 'Sampler']
 
 # %% ../nbs/1_08_sampling.ipynb #9d6a8086
 import math
@@ -30,7 +30,6 @@ def apply_penalties(logits, recent, repeat_penalty=1.0, frequency_penalty=0.0, p
     "A copy of `logits` with llama.cpp's repeat/frequency/presence penalties for the tokens in `recent`."
     logits = np.array(logits, dtype=np.float32)               # a copy: never change the caller's array
     ids, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
-    if len(ids) == 0: return logits
     x = logits[ids]
     r = np.float32(repeat_penalty)
     x = np.where(x <= 0, x * r, x / r)                         # push down whatever the sign
@@ -100,8 +99,7 @@ def mt19937_state(seed):
     "The 624-word state `std::mt19937(seed)` starts from (C++'s seeding recurrence)."
     key = [seed & 0xFFFFFFFF]
     for i in range(1, 624):
-        prev = key[-1]
-        key.append((1812433253 * (prev ^ (prev >> 30)) + i) & 0xFFFFFFFF)
+        key.append((1812433253 * (key[-1] ^ (key[-1] >> 30)) + i) & 0xFFFFFFFF)
     return np.array(key, dtype=np.uint32)
 
 def seeded_generator(seed):
@@ -150,28 +148,26 @@ class SamplerSettings:
 def _is_int(x): return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 def _is_real(x): return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
 
+_RANGES = [  # (setting, is the value valid?, what it must be)
+    ("temperature", lambda t: _is_real(t) and t >= 0, "be a finite number >= 0 (0 = greedy)"),
+    ("top_k", lambda k: _is_int(k) and k >= 0, "be an integer >= 0 (0 = off)"),
+    ("top_p", lambda p: _is_real(p) and 0 < p <= 1, "be in (0, 1] (1 = off)"),
+    ("min_p", lambda p: _is_real(p) and 0 <= p <= 1, "be in [0, 1] (0 = off)"),
+    ("min_keep", lambda n: _is_int(n) and n >= 0, "be an integer >= 0"),
+    ("repeat_penalty", lambda r: _is_real(r) and r > 0, "be a finite number > 0 (1 = off)"),
+    ("frequency_penalty", _is_real, "be a finite number"),
+    ("presence_penalty", _is_real, "be a finite number"),
+    ("penalty_last_n", lambda n: _is_int(n) and n >= -1, "be an integer >= -1 (0 = off, -1 = whole history)"),
+    ("seed", lambda x: x is None or _is_int(x) and 0 <= x < 2**32, "be None or an integer in [0, 2**32)"),
+    ("logit_bias", lambda lb: isinstance(lb, tuple) and all(isinstance(e, tuple) and len(e) == 2 and _is_int(e[0])
+                                 and e[0] >= 0 and (_is_real(e[1]) or e[1] == -math.inf) for e in lb),
+     "map token ids (integers >= 0) to finite biases or -inf")]
+
 def _check_settings(s):
     "Raise a `ValueError` naming the first setting of `s` that is out of its range."
-    def need(ok, what):
-        if not ok: raise ValueError(f"sampler setting {what}")
-    t = s.temperature
-    need(_is_real(t) and t >= 0, f"temperature must be a finite number >= 0 (0 = greedy), got {t!r}")
-    need(_is_int(s.top_k) and s.top_k >= 0, f"top_k must be an integer >= 0 (0 = off), got {s.top_k!r}")
-    need(_is_real(s.top_p) and 0 < s.top_p <= 1, f"top_p must be in (0, 1] (1 = off), got {s.top_p!r}")
-    need(_is_real(s.min_p) and 0 <= s.min_p <= 1, f"min_p must be in [0, 1] (0 = off), got {s.min_p!r}")
-    need(_is_int(s.min_keep) and s.min_keep >= 0, f"min_keep must be an integer >= 0, got {s.min_keep!r}")
-    need(_is_real(s.repeat_penalty) and s.repeat_penalty > 0,
-         f"repeat_penalty must be a finite number > 0 (1 = off), got {s.repeat_penalty!r}")
-    need(_is_real(s.frequency_penalty), f"frequency_penalty must be a finite number, got {s.frequency_penalty!r}")
-    need(_is_real(s.presence_penalty), f"presence_penalty must be a finite number, got {s.presence_penalty!r}")
-    need(_is_int(s.penalty_last_n) and s.penalty_last_n >= -1,
-         f"penalty_last_n must be an integer >= -1 (0 = off, -1 = whole history), got {s.penalty_last_n!r}")
-    need(s.seed is None or _is_int(s.seed) and 0 <= s.seed < 2**32,
-         f"seed must be None or an integer in [0, 2**32), got {s.seed!r}")
-    lb = s.logit_bias
-    need(isinstance(lb, tuple) and all(isinstance(e, tuple) and len(e) == 2 and _is_int(e[0]) and e[0] >= 0
-                                       and (_is_real(e[1]) or e[1] == -math.inf) for e in lb),
-         f"logit_bias must map token ids (integers >= 0) to finite biases or -inf, got {lb!r}")
+    for name, valid, must in _RANGES:
+        value = getattr(s, name)
+        if not valid(value): raise ValueError(f"sampler setting {name} must {must}, got {value!r}")
 
 # %% ../nbs/1_08_sampling.ipynb #7d625d6e
 def recent_tokens(history, penalty_last_n, n_vocab):
@@ -191,23 +187,24 @@ def check_logits(logits):
         raise ValueError(f"logits must be a non-empty 1-D array (one score per vocabulary entry), got shape {logits.shape}")
     return logits
 
-def _check_finite_max(logits):
-    top = logits.max()
-    if not np.isfinite(top):
-        raise ValueError(f"logits have no finite maximum (largest is {top}): NaN, +inf, or everything masked to -inf")
-
-# %% ../nbs/1_08_sampling.ipynb #448b3f28
-def filter_candidates(logits, history, settings):
-    "Run logit bias -> penalties -> top-k -> top-p -> min-p -> temperature; return the surviving (ids, logits)."
-    s = settings
+def penalized(logits, history, s):
+    "Stages 0 and 1 on checked logits: the logit bias of settings `s`, then its penalties for `history`."
     logits = check_logits(logits)
     if s.logit_bias: logits = apply_logit_bias(logits, s.logit_bias)
     if s.penalties_on:
         recent = recent_tokens(history, s.penalty_last_n, len(logits))
         logits = apply_penalties(logits, recent, s.repeat_penalty, s.frequency_penalty, s.presence_penalty)
+    if not np.isfinite(top := logits.max()):
+        raise ValueError(f"logits have no finite maximum (largest is {top}): NaN, +inf, or everything masked to -inf")
+    return logits
+
+# %% ../nbs/1_08_sampling.ipynb #448b3f28
+def filter_candidates(logits, history, settings):
+    "Run logit bias -> penalties -> top-k -> top-p -> min-p -> temperature; return the surviving (ids, logits)."
+    s = settings
+    logits = penalized(logits, history, s)
     ids = np.arange(len(logits))
     if s.top_k > 0: ids, logits = keep_top_k(ids, logits, s.top_k)
-    _check_finite_max(logits)
     ids, logits = keep_top_p(ids, logits, s.top_p, s.min_keep)
     ids, logits = keep_min_p(ids, logits, s.min_p, max(s.min_keep, 1))
     return ids, apply_temperature(logits, s.temperature)
@@ -236,23 +233,14 @@ class Sampler:
 @patch
 def sample(self: Sampler, logits, history=()):
     "The next token id for these logits, given every token so far (prompt included) in `history`."
-    s = self.settings
-    if s.greedy:
-        logits = check_logits(logits)
-        if s.logit_bias: logits = apply_logit_bias(logits, s.logit_bias)
-        if s.penalties_on:
-            recent = recent_tokens(history, s.penalty_last_n, len(logits))
-            logits = apply_penalties(logits, recent, s.repeat_penalty, s.frequency_penalty, s.presence_penalty)
-        _check_finite_max(logits)
-        token = int(np.argmax(logits))
+    if self.settings.greedy:
+        token = int(np.argmax(penalized(logits, history, self.settings)))
         self._last = (np.array([token]), np.ones(1, np.float32))
         return token
-    ids, logits = filter_candidates(logits, history, s)
+    ids, logits = filter_candidates(logits, history, self.settings)
     index, probs = draw(logits, uniform01(self.rng))
     self._last = (ids, probs)
     return int(ids[index])
-
-
 
 # %% ../nbs/1_08_sampling.ipynb #91734f22
 @patch(as_prop=True)

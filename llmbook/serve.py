@@ -11,24 +11,26 @@ from pathlib import Path
 from typing import Literal
 import numpy as np
 from fastcore.basics import patch
-from .generate import LLM, Session, ChatTemplateError, common_prefix
+from .generate import LLM, Session, ChatTemplateError, common_prefix, _token_ids
 from .loading import load
 from .grammar import GrammarError, as_grammar, json_schema_to_grammar, JSON_RULES
-from .generate import render_chat, Stream, is_harmony, harmony_messages, harmony_split
+from .generate import render_chat, Stream
+from .moe import is_harmony, harmony_messages, harmony_split
 from .kvcache import CACHE_TYPES, ContextFullError
 
 # %% auto #0
 __all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'EMBEDDING_FIELDS', 'COMPLETION_FIELDS', 'MESSAGE_FIELDS', 'GENERATE_ARGS',
-           'FINISH_REASONS', 'TOOL_NAME', 'RESPOND_JSON', 'RESPOND_TEXT', 'HARMONY_RULES', 'MAX_BODY',
+           'FINISH_REASONS', 'TOOL_NAME', 'RESPOND_JSON', 'RESPOND_TEXT', 'HARMONY_RULES', 'MAX_BODY', 'POOLINGS',
            'MAX_EMBED_INPUTS', 'TTFT_BUCKETS', 'SERVE_INSTALL', 'APIError', 'bad_request', 'request_models',
            'parse_request', 'sampling_kwargs', 'completion_ids', 'check_fits', 'tool_format', 'ToolPlan', 'check_tools',
            'tool_plan', 'chat_messages', 'generic_system', 'generic_messages', 'tool_prompt', 'chat_ids',
            'call_schemas', 'answer_schema', 'tool_grammar', 'parse_tool_calls', 'chat_message', 'message_deltas',
            'parse_harmony', 'renamed_rules', 'harmony_grammar', 'Slot', 'FairLock', 'Cancelled', 'Work', 'Batcher',
            'SharedModel', 'SlotPool', 'Job', 'usage', 'timings', 'chat_logprob', 'completion_logprobs', 'response',
-           'sse', 'read_body', 'model_name', 'prepare', 'stream_events', 'answer_text', 'complete', 'embedding_inputs',
-           'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse', 'call_on_loop', 'generation', 'make_app',
-           'add_info_routes', 'BackgroundServer', 'free_port', 'serve_args', 'warm_up', 'run_serve']
+           'sse', 'read_body', 'model_name', 'prepare', 'stream_events', 'answer_text', 'complete', 'pooling_of',
+           'pool_hidden', 'embed', 'embedding_inputs', 'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse',
+           'call_on_loop', 'generation', 'make_app', 'add_info_routes', 'BackgroundServer', 'free_port', 'serve_args',
+           'warm_up', 'run_serve']
 
 # %% ../nbs/3_23_serve.ipynb #d2ec5b43
 class APIError(Exception):
@@ -758,7 +760,7 @@ class Job:
     slot: int | None = None
     tools: ToolPlan | None = None   # the request's tools, if the answer may be a call
     started: bool = False           # its thread has started (the slot is in its hands)
-    harmony: bool = False           # a chat of a harmony model (gpt-oss): reasoning_content apart from content
+    reply: object | None = None     # a chat's reply format (gpt-oss's harmony): reasoning_content apart from content
 
 def _generate(pool: SlotPool, slot: Slot, job: Job, put):
     "Thread body: generate `job` in `slot`, `put` each event; give the slot back, then `put` the last event."
@@ -769,7 +771,7 @@ def _generate(pool: SlotPool, slot: Slot, job: Job, put):
         else: s.reset(); s.pending = list(job.ids)       # the whole prompt runs, from position 0
         job.n_cached = len(job.ids) - len(s.pending)
         stream = s.generate([], stream=True, details=True, cancel=job.cancel, **job.kwargs)
-        if job.harmony: stream = Stream(s.harmony_turn(stream, details=True))   # chapter 09: the channels apart
+        if job.reply is not None: stream = Stream(job.reply.turn(stream, s.tokenizer, details=True))   # the parts apart
         for step in stream:
             if job.t_first is None: job.t_first = time.perf_counter()
             put(("step", step))
@@ -874,9 +876,8 @@ async def prepare(request, model: LLM, pool: SlotPool, kind: str):
         if kwargs["grammar"] is None: del kwargs["grammar"]
     ids = await (asyncio.to_thread(chat_ids, model, req, plan) if kind == "chat" else asyncio.to_thread(completion_ids, model, req))
     check_fits(ids, pool.n_ctx)
-    harmony = kind == "chat" and (plan is None or plan.format == "harmony") and \
-              is_harmony(model.gguf.metadata.get("tokenizer.chat_template"))
-    return req, Job(ids, kwargs, reuse=req.cache_prompt is not False, tools=plan, harmony=harmony)
+    reply = model.reply_format() if kind == "chat" else None         # chapter 09: replies in parts (harmony's)
+    return req, Job(ids, kwargs, reuse=req.cache_prompt is not False, tools=plan, reply=reply)
 
 # %% ../nbs/3_23_serve.ipynb #aaf24d04
 async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, slot: Slot | None = None):
@@ -892,7 +893,7 @@ async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, sl
     with_lp, streamed = "logprobs" in job.kwargs, ""
     try:
         async for what, value in pool.run(job, slot):
-            if what == "step" and (job.tools is None or job.harmony):
+            if what == "step" and (job.tools is None or job.reply is not None):
                 step = value
                 streamed += step.piece
                 lp = [step] if with_lp and step.token is not None and not tok.is_eog(step.token) else []
@@ -903,7 +904,7 @@ async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, sl
                 finish = FINISH_REASONS[value.stop_reason]
                 if job.tools is not None:                   # the whole answer is here: text, or calls
                     msg, finish = chat_message(answer_text(model, job, value), job.tools, finish)
-                    if job.harmony:                         # its content went out as it came: the rest, if any
+                    if job.reply is not None:               # its content went out as it came: the rest, if any
                         content = msg["content"] or ""
                         msg = {**msg, "content": content[len(streamed):] if content.startswith(streamed) else content}
                     for d in message_deltas(msg): yield chunk(delta=d)
@@ -916,9 +917,10 @@ async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, sl
         yield sse(e.body())
     yield sse("[DONE]")
 
+# %% ../nbs/3_23_serve.ipynb #719ae0b6
 def answer_text(model: LLM, job: Job, c) -> str:
-    "What the tool parser reads: a harmony reply with its markers (chapter 09's split left them out), else the answer."
-    if not (job.harmony and job.tools is not None): return str(c)
+    "What the tool parser reads: a harmony reply with its markers (the reply format's split left them out), else the answer."
+    if job.tools is None or job.tools.format != "harmony": return str(c)
     tok = model.tokenizer
     return tok.decode([t for t in c.tokens if not tok.is_eog(t)], special=True)
 
@@ -947,7 +949,7 @@ async def complete(request, model: LLM, pool: SlotPool, kind: str, req, job: Job
     if kind == "chat":
         lp = {"content": [chat_logprob(tok, s) for s in lp_steps]} if lp_steps is not None else None
         msg, finish = chat_message(answer_text(model, job, c), job.tools, finish)
-        if job.harmony and c.reasoning: msg["reasoning_content"] = c.reasoning     # as llama-server: only when there is some
+        if c.reasoning: msg["reasoning_content"] = c.reasoning     # as llama-server: only when there is some
         choice = {"message": msg, "logprobs": lp, "finish_reason": finish}
         rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     else:
@@ -955,6 +957,39 @@ async def complete(request, model: LLM, pool: SlotPool, kind: str, req, job: Job
         choice = {"text": str(c), "logprobs": lp, "finish_reason": finish}
         rid = f"cmpl-{uuid.uuid4().hex[:24]}"
     return response(kind, rid, model_name(model), choice, usage=usage(job, c), timings=timings(job, c))
+
+# %% ../nbs/3_23_serve.ipynb #8b876700
+POOLINGS = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}   # llama.cpp's enum llama_pooling_type, as GGUF stores it
+
+def pooling_of(model: LLM) -> str:
+    "How `model`'s embeddings pool its tokens: the file's `<arch>.pooling_type` if it names one, else 'mean'."
+    kind = POOLINGS.get(model.gguf.metadata.get(f"{model.config.arch}.pooling_type"), "none")
+    return kind if kind in ("mean", "cls", "last") else "mean"
+
+def pool_hidden(hidden: np.ndarray, how: str) -> np.ndarray:
+    "One vector from the hidden states `(n, n_embd)` of a text's tokens: their mean, the last token's or the first's."
+    if how == "mean": return hidden.mean(axis=0, dtype=np.float64).astype(np.float32)
+    if how == "last": return hidden[-1].copy()
+    if how == "cls": return hidden[0].copy()
+    raise ValueError(f"pooling must be 'mean', 'last' or 'cls', got {how!r}")
+
+# %% ../nbs/3_23_serve.ipynb #e041f182
+def embed(model: LLM, texts, pooling: str | None = None, normalize: bool = True) -> np.ndarray:
+    """Embeddings `(len(texts), n_embd)` float32 of `texts`: a string, a list of strings, or token ids (a list of ints,
+    or a list of such lists). Each text runs alone on a fresh context; its last layer's normalized hidden states are
+    pooled (`pooling`: 'mean', 'last' or 'cls'; default `pooling_of(model)`) and scaled to length 1 (`normalize`)."""
+    how, tok = pooling or pooling_of(model), model.tokenizer
+    if how == "cls" and not (tok.add_bos and tok.bos >= 0):
+        raise ValueError("pooling 'cls' reads the state of a special first token (BOS/CLS), and this model puts "
+                         "none before a text: use 'mean' or 'last'")
+    one = isinstance(texts, str) or (isinstance(texts, (list, tuple)) and texts and isinstance(texts[0], (int, np.integer)))
+    out = []
+    for t in [texts] if one else list(texts):
+        ids = tok.encode(t, add_special=True, parse_special=False) if isinstance(t, str) else _token_ids(t)
+        if not ids: raise ValueError("cannot embed an empty text: it has no tokens")
+        v = pool_hidden(model.hidden_states(ids), how)
+        out.append(v / max(np.linalg.norm(v), np.float32(1e-12)) if normalize else v)
+    return np.stack(out).astype(np.float32) if out else np.zeros((0, model.config.n_embd), np.float32)
 
 # %% ../nbs/3_23_serve.ipynb #f288d541
 MAX_EMBED_INPUTS = 256
@@ -988,7 +1023,7 @@ async def embeddings(request, model: LLM, pool: SlotPool, pooling: str | None = 
     def run():
         out = []
         for ids in batch:
-            with pool.lock: out.append(model.embed([ids], pooling)[0])
+            with pool.lock: out.append(embed(model, [ids], pooling)[0])
         return out
     vectors = await asyncio.to_thread(run)
     n = sum(map(len, batch)); pool.metrics.embedded(n)
@@ -1128,8 +1163,8 @@ def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: 
 
     async def chat_completions(request): return await generation(request, model, pool, "chat")
     async def completions(request): return await generation(request, model, pool, "text")
-    async def embed(request): return JSONResponse(await embeddings(request, model, pool, pooling))
-    for path, f in (("/v1/chat/completions", chat_completions), ("/v1/completions", completions), ("/v1/embeddings", embed)):
+    async def embedding(request): return JSONResponse(await embeddings(request, model, pool, pooling))
+    for path, f in (("/v1/chat/completions", chat_completions), ("/v1/completions", completions), ("/v1/embeddings", embedding)):
         app.add_route(path, f, methods=["POST"])
     add_info_routes(app, model, pool)
     app.add_middleware(Gate, key=api_key, metrics=pool.metrics, paths=[r.path for r in app.routes])

@@ -9,7 +9,7 @@ __all__ = ['CHATML_TEMPLATE', 'PRINTABLE_ASCII', 'write_random_model', 'write_ra
 from pathlib import Path
 import numpy as np
 from .gguf import GGUFFile, GGUFWriter, GGUFValueType
-from .quants import quantize
+from .quantize import quantize
 from .model import SUPPORTED_ARCHS
 
 # %% ../nbs/testmodels.ipynb #a9bfc809

@@ -77,3 +77,22 @@ def test_activations():
     g, u = rng.standard_normal(10).astype(np.float32), rng.standard_normal(10).astype(np.float32)
     np.testing.assert_allclose(swiglu(g, u), silu(g) * u); np.testing.assert_allclose(geglu_tanh(g, u), gelu_tanh(g) * u)
     assert np.isfinite(silu(np.array([-1e38, 1e38], np.float32))).all()
+
+@pytest.mark.parametrize("neox", [False, True])
+def test_rope_is_a_complex_rotation(neox):
+    "Chapter 04's check, over more positions: pairs as complex numbers turned by pos * theta_i; no turn at 0; lengths kept."
+    d, pos = 16, np.array([0, 1, 7, 300, 4095])
+    q = rng.standard_normal((len(pos), 3, d)).astype(np.float32)
+    f = rope_freqs(d, 10000.0)
+    cos, sin = rope_cos_sin(pos, f)
+    z = (q[..., : d // 2] + 1j * q[..., d // 2 :]) if neox else (q[..., 0::2] + 1j * q[..., 1::2])
+    z = z * np.exp(1j * np.outer(pos, f))[:, None, :]
+    want = np.concatenate([z.real, z.imag], -1) if neox else np.stack([z.real, z.imag], -1).reshape(q.shape)
+    y = apply_rope(q, cos, sin, neox)
+    np.testing.assert_allclose(y, want, atol=1e-4)
+    np.testing.assert_allclose(apply_rope(q, *rope_cos_sin([0] * len(pos), f), neox), q)
+    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(q, axis=-1), rtol=1e-5)
+
+def test_window_mask_is_a_band():
+    assert attention_mask(np.arange(12), 12, 4).sum(1).tolist() == [1, 2, 3, 4] + [4] * 8
+    assert attention_mask(np.arange(12), 12).sum(1).tolist() == list(range(1, 13))

@@ -11,6 +11,7 @@ from conftest import load_fixture, smollm2_file, gemma3_file
 from llmbook.gguf import GGUFFile
 from llmbook.generate import LLM, ChatTemplateError, render_chat
 from llmbook.tokenizer import Tokenizer
+from llmbook.tokenizer_extras import EXTRAS
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
 from family_models import chat_vocab_metadata
@@ -29,7 +30,7 @@ def tokenizer(vocab: str) -> Tokenizer:
             path = smollm2_file() if vocab == "smollm2" else gemma3_file()
             if path is None: pytest.fail(f"{vocab} is not installed (tools/setup.sh --dev installs it)")
             with GGUFFile(path) as f: _TOKENIZERS[vocab] = Tokenizer.from_gguf(f)
-        else: _TOKENIZERS[vocab] = Tokenizer(chat_vocab_metadata(vocab))
+        else: _TOKENIZERS[vocab] = Tokenizer(chat_vocab_metadata(vocab), EXTRAS)   # phi3's name-keyed rule among them
     return _TOKENIZERS[vocab]
 
 

@@ -13,6 +13,7 @@ pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
 from pydantic import BaseModel, Field
 from conftest import serve_process
 import llmbook as lb
+from llmbook.serve import embed
 
 KEY, N_CTX = "test-key-27", 1024
 
@@ -75,7 +76,7 @@ def test_langchain_embeddings(server, model):
     emb = lc.OpenAIEmbeddings(base_url=server + "/v1", api_key=KEY, model="smollm2", check_embedding_ctx_length=False)
     texts = ["The cat sat on the mat.", "Water boils at 100 degrees."]
     docs, query = np.array(emb.embed_documents(texts)), np.array(emb.embed_query(texts[0]))
-    mine = model.embed(texts)
+    mine = embed(model, texts)
     assert docs.shape == mine.shape and np.allclose(docs, mine, atol=1e-6) and np.allclose(query, mine[0], atol=1e-6)
 
 

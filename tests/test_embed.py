@@ -3,7 +3,8 @@ tools/make_embedding_fixtures.py with llama-cpp-python), on SmolLM2 and Gemma 3,
 import numpy as np
 import pytest
 import llmbook
-from llmbook.generate import LLM, pool
+from llmbook.generate import LLM
+from llmbook.serve import embed, pool_hidden, pooling_of
 from llmbook.gguf import GGUFFile
 from llmbook.kvcache import ContextFullError
 from conftest import load_fixture
@@ -30,7 +31,7 @@ def test_embeddings_match_llama_cpp(case, how):
     rows = fx["poolings"][how]
     for text, row in zip(fx["texts"], rows):            # the same tokens as llama.cpp's embed
         assert m.tokenizer.encode(text, add_special=True, parse_special=False) == row["ids"]
-    E = m.embed(fx["texts"], pooling=how)
+    E = embed(m, fx["texts"], pooling=how)
     ref = np.array([r["embedding"] for r in rows], dtype=np.float64)
     cos = (E * ref).sum(1) / np.linalg.norm(ref, axis=1)
     print(name, how, np.round(cos, 5), "bar", round(bar_for(rows), 5))
@@ -38,14 +39,14 @@ def test_embeddings_match_llama_cpp(case, how):
     assert np.allclose(np.linalg.norm(E, axis=1), 1, atol=1e-5)
     assert cos.min() >= bar_for(rows), cos
     # token ids in, the same vectors out
-    assert np.array_equal(m.embed([r["ids"] for r in rows], pooling=how), E)
+    assert np.array_equal(embed(m, [r["ids"] for r in rows], pooling=how), E)
 
 
 def test_reference_engine_agrees(smollm2_path):
     "Part I's numpy engine: the same vectors as the kernels up to their rounding of activations to 8 bits."
     fx = load_fixture("embeddings_smollm2.json")
     ref_model, fast = LLM(GGUFFile(str(smollm2_path)), n_ctx=64), llmbook.load(str(smollm2_path), n_ctx=64)
-    a, b = ref_model.embed(fx["texts"][:2]), fast.embed(fx["texts"][:2])
+    a, b = embed(ref_model, fx["texts"][:2]), embed(fast, fx["texts"][:2])
     cos = (a * b).sum(1)
     llama = np.array([r["embedding"] for r in fx["poolings"]["mean"][:2]])
     print("reference vs kernels", cos, "reference vs llama.cpp", (a * llama).sum(1) / np.linalg.norm(llama, axis=1))
@@ -56,17 +57,17 @@ def test_reference_engine_agrees(smollm2_path):
 
 def test_inputs_and_refusals(smollm2_path):
     m = llmbook.load(str(smollm2_path), n_ctx=32)
-    one = m.embed("The cat sat on the mat.")
+    one = embed(m, "The cat sat on the mat.")
     assert one.shape == (1, m.config.n_embd)
-    assert np.array_equal(m.embed(["The cat sat on the mat."]), one)
-    assert m.pooling() == "mean"                          # SmolLM2's file names no pooling type
-    raw = m.embed("The cat sat on the mat.", normalize=False)
+    assert np.array_equal(embed(m, ["The cat sat on the mat."]), one)
+    assert pooling_of(m) == "mean"                          # SmolLM2's file names no pooling type
+    raw = embed(m, "The cat sat on the mat.", normalize=False)
     assert np.allclose(raw / np.linalg.norm(raw), one, atol=1e-6) and np.linalg.norm(raw) > 2
-    with pytest.raises(ValueError, match="cls"): m.embed("x", pooling="cls")      # SmolLM2 puts no BOS before a text
-    with pytest.raises(ValueError, match="pooling"): m.embed("x", pooling="max")
-    with pytest.raises(ValueError, match="empty"): m.embed("")
+    with pytest.raises(ValueError, match="cls"): embed(m, "x", pooling="cls")      # SmolLM2 puts no BOS before a text
+    with pytest.raises(ValueError, match="pooling"): embed(m, "x", pooling="max")
+    with pytest.raises(ValueError, match="empty"): embed(m, "")
     with pytest.raises(ContextFullError, match="context"):
-        m.embed("word " * 40)
-    with pytest.raises(ValueError, match="out of range"): m.embed([[1, 2, 10**7]])
+        embed(m, "word " * 40)
+    with pytest.raises(ValueError, match="out of range"): embed(m, [[1, 2, 10**7]])
     h = np.arange(12, dtype=np.float32).reshape(3, 4)
-    assert np.array_equal(pool(h, "mean"), h.mean(0)) and np.array_equal(pool(h, "last"), h[2]) and np.array_equal(pool(h, "cls"), h[0])
+    assert np.array_equal(pool_hidden(h, "mean"), h.mean(0)) and np.array_equal(pool_hidden(h, "last"), h[2]) and np.array_equal(pool_hidden(h, "cls"), h[0])

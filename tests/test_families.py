@@ -103,3 +103,34 @@ def test_family_files_through_the_cli(model_file, case, capsys):
         printed = capsys.readouterr().out
         want = llmbook.load(path, n_ctx=256).generate("the cat sat", max_tokens=8, temperature=0.0, ignore_eos=True)
         assert printed.rstrip("\n") == str(want) and len(want.tokens) == 8
+
+# ---------------------------------------------------------------- chapter 06 runs these only when handed them
+@pytest.mark.parametrize("case", ["qwen2", "qwen3", "phi3", "phi3_rope_long", "gemma2", "qwen3_yarn"])
+def test_families_are_handed_in(model_file, case):
+    "Chapter 06's Model runs llama and gemma3; the families chapter's files it refuses, saying how to open them, until it is given them."
+    from llmbook.model import Model, UnsupportedModelError
+    from llmbook.gguf import GGUFFile
+    from llmbook import families
+    fx = fixture(case, "F16")
+    path = model_file(fx)
+    with pytest.raises(UnsupportedModelError, match=r"load\(path\)"):
+        Model(GGUFFile(path))
+    m = Model(GGUFFile(path), n_ctx=fx["llama_cpp"]["n_ctx"], families=families.FAMILIES)
+    assert m.config.arch == fx["writer"]["arch"] and m.config.rope_neox
+    assert (m.family is not None) and (bool(m.scalings) == (case == "qwen3_yarn"))
+    ref = np.frombuffer(base64.b64decode(fx["logits_f16"]), np.float16).astype(np.float32)
+    ids = fx["prompt"] + fx["continuation"]
+    assert cosines(m.logits(ids), ref.reshape(len(ids), -1)).min() >= 0.9999   # the reference engine, as the fast one above
+
+def test_phi3_fused_matrices_are_views(model_file):
+    "Phi-3's q|k|v and gate|up are row views of the file's fused matrices: nothing copied."
+    from llmbook.model import Model
+    from llmbook.gguf import GGUFFile
+    from llmbook import families
+    m = Model(GGUFFile(model_file(fixture("phi3", "Q4_K_M"))), families=families.FAMILIES)
+    lw, f = m.weights.layers[1], m.gguf
+    for fused, parts in (("attn_qkv", ("attn_q", "attn_k", "attn_v")), ("ffn_up", ("ffn_gate", "ffn_up"))):
+        whole = f.qtensor(f"blk.1.{fused}.weight")
+        views = [getattr(lw, p) for p in parts]
+        assert all(np.shares_memory(v.data, whole.data) for v in views)
+        assert b"".join(v.data.tobytes() for v in views) == whole.data.tobytes()

@@ -344,3 +344,38 @@ def test_chat_json_schema_and_bad_constraints(tiny):
     with pytest.raises(TypeError, match="matcher"): s.chat("again", grammar=42)
     with pytest.raises(ValueError): s.chat("again", logit_bias={"x": 1.0})
     assert s.messages == before
+
+
+class Upper:
+    "A toy reply format: templates that say 'UPPER' have replies whose text is the reasoning, upper-cased the answer."
+    def matches(self, template): return isinstance(template, str) and "UPPER" in template
+    def turn(self, steps, tokenizer, details=False, on_done=None):
+        for step in steps:
+            step.reasoning, step.piece = step.piece, step.piece.upper()
+            if details: yield step
+            elif step.piece: yield step.piece
+        c = steps.result
+        c = Completion(c.upper(), c.stop_reason, c.tokens, c.n_prompt, c.prefill_s, c.decode_s, c.n_decoded, c.logprobs,
+                       reasoning=str(c))
+        if on_done is not None: on_done(c)
+        return c
+
+
+def test_reply_formats_are_a_hook(tmp_path):
+    "Chapter 09 knows no reply format: `LLM(reply_formats=)` brings them, `chat` lets the one that matches read the turn."
+    from llmbook.generate import LLM
+    from llmbook.gguf import GGUFFile
+    path = write_random_chat_model(tmp_path / "t.gguf", alphabet=range(256))
+    plain, hooked = LLM(GGUFFile(path), n_ctx=128), LLM(GGUFFile(path), n_ctx=128, reply_formats=(Upper(),))
+    upper = CHATML_TEMPLATE + "{# UPPER #}"
+    msgs = [{"role": "user", "content": "hi"}]
+    assert plain.reply_format(upper) is None and hooked.reply_format() is None
+    assert isinstance(hooked.reply_format(upper), Upper)
+    want = plain.chat(msgs, max_tokens=12, template=upper)
+    assert want.reasoning is None and str(want)
+    c = hooked.chat(msgs, max_tokens=12, template=upper)
+    assert c.tokens == want.tokens and c.reasoning == str(want) and str(c) == str(want).upper()
+    steps = list(hooked.chat(msgs, max_tokens=12, template=upper, stream=True, details=True))
+    assert "".join(s.reasoning for s in steps) == str(want)
+    s = hooked.session()
+    assert s.chat(msgs, max_tokens=12, template=upper) == c and s.messages[-1]["content"] == str(c)

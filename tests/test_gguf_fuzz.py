@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from llmbook.gguf import GGUFFile, GGUFError, GGUFWriter, GGUFValueType as VT
+from llmbook.untrusted import summary
 from llmbook.tensors import GGMLType, QTensor
 
 HERE = Path(__file__).parent
@@ -185,7 +186,7 @@ def check_one(path: Path, data: bytes, full_size: int | None):
         f = GGUFFile(path)
     except GGUFError:
         return "error"
-    f.summary()
+    summary(f)                                      # safe to print, whatever the file holds
     for name in f.tensors:
         q = f.qtensor(name)
         int(q.data[-1:].sum())                          # touch the last byte: the view is inside the map
@@ -235,3 +236,14 @@ def test_zero_dimension_dequantize_names_the_tensor(tmp_path):
     q4 = QTensor(np.zeros(0, np.uint8), GGMLType.Q4_K, (0, 256))
     from llmbook.quants import dequantize
     assert dequantize(q4).shape == (0, 256)                   # the plain function: an empty array, no numpy error
+
+
+def test_summary_is_safe_to_print(tmp_path):
+    "Chapter 'Files you do not trust': names with control characters come out escaped, huge values cut to one line."
+    w = GGUFWriter(tmp_path / "deceptive.gguf", arch="llama")
+    w.add("general.license\x1b[2K\rgeneral.license", "MIT").add("tokenizer.chat_template", "x" * 1_000_000)
+    w.add("k" * 500, 1).add_tensor("a\nb", np.zeros(4, np.float32))
+    with GGUFFile(w.write()) as f: text = summary(f)
+    assert "\x1b" not in text and "\r" not in text and "a\nb" not in text
+    assert "'general.license\\x1b[2K\\rgeneral.license'" in text and "'a\\nb'" in text
+    assert "(1,000,000 chars)" in text and max(map(len, text.splitlines())) < 200

@@ -112,6 +112,14 @@ def test_read_back_with_gguf_py(written):
         assert np.array_equal(np.asarray(t.data).reshape(-1).view(np.uint8), tensor_bytes(ours)), t.name
 
 
+def test_a_big_vocabulary_reads_back(tmp_path):
+    "262,144 strings of every length 1..12 (Gemma 3's vocabulary size) through the string loop, exactly."
+    vocab = [f"tok{i}"[: 1 + i % 12] for i in range(262_144)]
+    with GGUFFile(GGUFWriter(tmp_path / "v.gguf").add("tokenizer.ggml.tokens", vocab).write()) as f:
+        assert f.metadata["tokenizer.ggml.tokens"] == vocab
+        assert f.metadata_types["tokenizer.ggml.tokens"] == (VT.ARRAY, VT.STRING)
+
+
 def test_real_models_copy_byte_for_byte(real_model_path, tmp_path):
     "Copying every key (with its type) and tensor of a real model reproduces the file exactly."
     f = GGUFFile(real_model_path)

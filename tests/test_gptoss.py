@@ -7,12 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import llmbook
-from llmbook import moe
+from llmbook import moe, families
 from llmbook.gguf import GGUFFile
 from llmbook.model import Model, UnsupportedModelError
 from llmbook.engine import KernelEngine
+from llmbook.attention_kernels import kv_storage
 from llmbook.int8 import host_features
 from test_moe import engine_of, rewrite, router_ties
+
+FAMILIES = families.FAMILIES + moe.FAMILIES    # gpt-oss declares YaRN, a RoPE scaling of the families chapter
 
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
@@ -49,7 +52,7 @@ def test_gptoss_logits_match_llamacpp(gptoss_file, wtype, engine):
     where llama.cpp's margin >= 0.5 (quantized: outside router near-ties, where the expert itself may differ)."""
     fx, path = fixture(wtype), gptoss_file(wtype)
     ids = fx["prompt"] + fx["continuation"]
-    m = Model(GGUFFile(path), n_ctx=256, engine=engine_of(engine), families=moe.FAMILIES)
+    m = Model(GGUFFile(path), n_ctx=256, engine=engine_of(engine), families=FAMILIES)
     c = m.config
     assert c.local_layers == (0,) and c.sliding_window == 8 and c.rope_neox and c.rope_yarn[:2] == (32.0, 4096)
     ours = m.logits(ids)
@@ -85,7 +88,7 @@ def test_gptoss_one_answer_whatever_the_batch(gptoss_file, kernels):
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_gptoss_plan_matches_the_numpy_block(gptoss_file, kernels):
     "The experts on the kernels (MXFP4 projections, biases, routing, swiglu_oai) against the numpy block."
-    mw = Model(GGUFFile(gptoss_file("MXFP4")), families=moe.FAMILIES).weights.layers[1].moe
+    mw = Model(GGUFFile(gptoss_file("MXFP4")), families=FAMILIES).weights.layers[1].moe
     h = np.random.default_rng(6).standard_normal((9, 256)).astype(np.float32)
     want, plan = mw.forward(h), mw.plan(kernels, deterministic=True)   # one token = a batch, bit for bit
     got, one = np.empty_like(h), np.empty((1, 256), np.float32)
@@ -191,6 +194,7 @@ def marker_tokenizer(tmp_path):
     from llmbook.gguf import GGUFWriter
     from llmbook.model import default_model_path
     from llmbook.tokenizer import Tokenizer
+    from llmbook.tokenizer_extras import EXTRAS            # gpt-oss's <|end|> rule, as load passes it
     marks = ["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|constrain|>", "<|call|>"]
     with GGUFFile(default_model_path()) as f:
         w = GGUFWriter(tmp_path / "harmony.gguf", arch="gpt-oss")
@@ -199,7 +203,7 @@ def marker_tokenizer(tmp_path):
             extra = {"tokenizer.ggml.tokens": marks, "tokenizer.ggml.token_type": [3] * len(marks)}.get(k)
             w.add(k, list(v) + extra if extra else v, f.metadata_types[k])
         tokens = f.metadata["tokenizer.ggml.tokens"]
-    with GGUFFile(w.write()) as f: return Tokenizer.from_gguf(f), tokens
+    with GGUFFile(w.write()) as f: return Tokenizer.from_gguf(f, EXTRAS), tokens
 
 def test_harmony_reply_splits_the_channels(tmp_path):
     "On a vocabulary with harmony's markers as control tokens: a plain decode drops them; harmony_reply splits the channels."
@@ -225,7 +229,7 @@ HELLO = [{"role": "user", "content": "Say hello."}]
 def test_harmony_reader_streams_the_channels(tmp_path):
     "Token by token on harmony's control-token markers: no marker leaks, reasoning first, the pieces join to the split."
     tok, _ = marker_tokenizer(tmp_path)
-    from llmbook.generate import HarmonyReader, harmony_split
+    from llmbook.moe import HarmonyReader, harmony_split
     reply = ("<|channel|>analysis<|message|>the user greets<|end|><|start|>assistant<|channel|>final"
              "<|constrain|>text<|message|>hello there<|return|>")
     reader = HarmonyReader(tok)
@@ -238,7 +242,7 @@ def test_harmony_reader_streams_the_channels(tmp_path):
 
 def test_chat_splits_a_harmony_reply(smollm2_path):
     from llmbook.grammar import as_grammar
-    from llmbook.generate import harmony_split
+    from llmbook.moe import harmony_split
     m, g = llmbook.load(smollm2_path), as_grammar(HARMONY_GBNF)
     c = m.chat(HELLO, max_tokens=80, template=HARMONY, grammar=g)
     raw = m.tokenizer.decode([t for t in c.tokens if not m.tokenizer.is_eog(t)], special=True)
@@ -307,8 +311,8 @@ def test_gptoss_past_the_ring(gptoss_file):
     "700 tokens: the windowed layer's ring of the KV cache wraps (passes of 512); sinks on the kernels read it as numpy does."
     path = gptoss_file("MXFP4")
     ids = np.random.default_rng(10).integers(3, 512, 700)
-    want = Model(GGUFFile(path), n_ctx=1024, families=moe.FAMILIES).logits(ids)[-200:]
-    m = Model(GGUFFile(path), n_ctx=1024, engine=engine_of("float"), families=moe.FAMILIES)
+    want = Model(GGUFFile(path), n_ctx=1024, families=FAMILIES).logits(ids)[-200:]
+    m = Model(GGUFFile(path), n_ctx=1024, engine=engine_of("float"), families=FAMILIES)
     assert m.new_cache().windows == [m.config.sliding_window, 0]        # layer 0 keeps a ring
     got = m.logits(ids)[-200:]
     cos = (got * want).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(want, axis=-1)
@@ -319,7 +323,7 @@ def test_gptoss_sinks_on_every_cache_type(gptoss_file, cache_type):
     "The kernels' sinks read an f16 or q8_0 KV cache as the reference engine does (same cache type on both sides)."
     fx, path = fixture("MXFP4"), gptoss_file("MXFP4")
     ids = fx["prompt"] + fx["continuation"]
-    want = Model(GGUFFile(path), n_ctx=128, cache_type=cache_type, families=moe.FAMILIES).logits(ids)
-    got = Model(GGUFFile(path), n_ctx=128, cache_type=cache_type, families=moe.FAMILIES, engine=engine_of("float")).logits(ids)
+    want = Model(GGUFFile(path), n_ctx=128, cache_type=kv_storage(cache_type), families=FAMILIES).logits(ids)
+    got = Model(GGUFFile(path), n_ctx=128, cache_type=kv_storage(cache_type), families=FAMILIES, engine=engine_of("float")).logits(ids)
     cos = (got * want).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(want, axis=-1)
     assert cos.min() > 0.99999, cos.min()        # float32 arithmetic in other orders (measured 0.9999998 with q8_0)

@@ -1,17 +1,23 @@
-"""The KV cache in f16 (issue 25, `cache_type="f16"`): llama.cpp's default, half the memory of float32, one answer on every path."""
+"""The KV cache in f16 (issue 25, `cache_type="f16"`): llama.cpp's default, half the memory of float32, one answer on every
+path. Chapter 14's storage (`kv_storage("f16")`) keeps each number's 16 bits; `llmbook.load` takes its name."""
 import subprocess, sys
 import numpy as np
 import pytest
 import llmbook
 from llmbook.kvcache import KVCache, cache_bytes
-from llmbook.attention_kernels import tiled_attention
+from llmbook.attention_kernels import tiled_attention, kv_storage, F16Storage
 
 def test_f16_halves_the_memory():
-    f16, f32 = KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128], cache_type="f16"), KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128])
-    assert f16.k.dtype == np.float16 and f32.k.dtype == np.float32 and f16.nbytes * 2 == f32.nbytes
-    assert cache_bytes(2, 1000, 64, [0, 128, 0, 128], cache_type="f16") == f16.nbytes
+    s = kv_storage("f16")
+    f16, f32 = KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128], cache_type=s), KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128])
+    assert isinstance(s, F16Storage) and f16.cache_type == "f16" and "f16" in repr(f16)
+    assert f16.k.dtype == np.uint16 and f32.k.dtype == np.float32 and f16.nbytes * 2 == f32.nbytes   # f16's bits: numba's type
+    assert cache_bytes(2, 1000, 64, [0, 128, 0, 128], cache_type=s) == f16.nbytes
+    x = np.random.default_rng(0).standard_normal((5, 64)).astype(np.float32)
+    np.testing.assert_array_equal(s.decode(s.encode(x)), x.astype(np.float16))          # numpy's rounding, viewed back
     assert llmbook.load(n_ctx=64, cache_type="f32").new_cache().nbytes == 2 * llmbook.load(n_ctx=64).new_cache().nbytes   # f16: load's default
     with pytest.raises(ValueError, match="unknown KV cache type 'q4'"): KVCache(1, 1, 8, 8, cache_type="q4")
+    with pytest.raises(ValueError, match="unknown KV cache type 'q4': one of f32, f16, q8_0"): kv_storage("q4")
 
 @pytest.mark.parametrize("pos0, n, window", [(20, 1, 0), (450, 200, 0), (600, 1, 128), (0, 300, 0), (500, 7, 96)])
 def test_attention_over_f16_bits_is_attention_over_the_rounded_values(pos0, n, window):
@@ -41,7 +47,7 @@ def test_one_answer_and_the_same_rounding_as_the_reference(ids, kernels):
     s = m16.session()
     steps = [s.extend(ids[:80])] + [s.extend([t]) for t in ids[80:]]
     np.testing.assert_array_equal(np.stack(steps), batch[79:])
-    ref16, ref32 = (llmbook.Model(m16.gguf, 128, cache_type=t).logits(ids) for t in ("f16", "f32"))
+    ref16, ref32 = (llmbook.Model(m16.gguf, 128, cache_type=kv_storage(t)).logits(ids) for t in ("f16", "f32"))
     fast32 = m32.logits(ids)
     fast_gap, ref_gap = np.abs(batch - fast32).max(), np.abs(ref16 - ref32).max()
     if kernels == "float":

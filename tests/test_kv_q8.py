@@ -1,6 +1,6 @@
 """The KV cache in q8_0 (issue 25, `cache_type="q8_0"`): Q8_0 blocks of chapter 02, 34 bytes per 32 values (17/64 of
-float32), as llama.cpp's `--cache-type-k/-v q8_0`; written and read alike by numpy (Part I) and the kernels (Part II),
-one answer on every path."""
+float32), as llama.cpp's `--cache-type-k/-v q8_0`; chapter 14's storage (`kv_storage("q8_0")`), written and read alike by
+numpy (Part I's engine) and the kernels (Part II), one answer on every path."""
 import subprocess, sys
 import numpy as np
 import pytest
@@ -8,14 +8,17 @@ import llmbook
 from llmbook.kvcache import KVCache, cache_bytes
 from llmbook.quants import dequantize, quantize
 from llmbook.tensors import GGMLType, QTensor
-from llmbook.attention_kernels import store_q8_0, tiled_attention
+from llmbook.attention_kernels import store_q8_0, tiled_attention, kv_storage
 
 def test_q8_0_memory_and_shape():
-    q8, f32 = (KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128], cache_type=t) for t in ("q8_0", "f32"))
+    q8, f32 = (KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128], cache_type=kv_storage(t)) for t in ("q8_0", "f32"))
     assert q8.k.dtype == np.uint8 and q8.k.shape[3] == 68 and q8.head_dim == 64 and q8.nbytes * 64 == f32.nbytes * 17
-    assert cache_bytes(2, 1000, 64, [0, 128, 0, 128], cache_type="q8_0") == q8.nbytes
+    assert cache_bytes(2, 1000, 64, [0, 128, 0, 128], cache_type=kv_storage("q8_0")) == q8.nbytes
     assert "q8_0" in repr(q8)
-    with pytest.raises(ValueError, match="multiple of 32, got 40"): KVCache(1, 1, 8, 40, cache_type="q8_0")
+    with pytest.raises(ValueError, match="multiple of 32, got 40"): KVCache(1, 1, 8, 40, cache_type=kv_storage("q8_0"))
+    s, x = kv_storage("q8_0"), np.random.default_rng(0).standard_normal((3, 5, 64)).astype(np.float32)
+    assert np.array_equal(s.encode(x).reshape(-1), quantize(x, "Q8_0").data) and s.encode(x).shape == (3, 5, 68)
+    np.testing.assert_array_equal(s.decode(s.encode(x)), dequantize(quantize(x, "Q8_0")).reshape(x.shape))
 
 def test_the_kernel_quantizes_as_chapter_02():
     rng = np.random.default_rng(0)
@@ -54,7 +57,7 @@ def test_one_answer_with_a_q8_0_cache(ids, kernels):
     s = m8.session()
     steps = [s.extend(ids[:80])] + [s.extend([t]) for t in ids[80:]]
     np.testing.assert_array_equal(np.stack(steps), batch[79:])
-    ref8, ref32 = (llmbook.Model(m8.gguf, 128, cache_type=t).logits(ids) for t in ("q8_0", "f32"))
+    ref8, ref32 = (llmbook.Model(m8.gguf, 128, cache_type=kv_storage(t)).logits(ids) for t in ("q8_0", "f32"))
     fast_gap, ref_gap = np.abs(batch - m32.logits(ids)).max(), np.abs(ref8 - ref32).max()
     # the same rounding of the keys in both engines: the gaps agree within a small factor (a wrong block layout or
     # scale would make garbage logits, far off); the int8 kernels add their own rounding of the activations.

@@ -66,3 +66,17 @@ def test_part_one_uses_no_compiler_intrinsics():
         for word in ("llvmlite", "@intrinsic", "llmbook.int8", "llmbook.packed", "llmbook.engine", "llmbook.runtime",
                      "llmbook.attention_kernels", "KernelEngine", "llmbook.load"):
             assert word not in text, f"{name} (Part I) uses {word}"
+
+# The spine fits in one head (issue 35): counted by tools/book_stats.py over the code cells a reader sees.
+import sys  # noqa: E402
+sys.path.insert(0, str(ROOT / "tools"))
+import book_stats  # noqa: E402
+PART_ONE_LINES, ONE_PAGE_WITHIN, LONG_CELL = 3500, 1000, 40
+
+def test_part_one_fits_in_one_head():
+    rows = book_stats.stats()
+    part1 = [r for r in rows if r["part"].startswith("Part I ")]
+    assert sum(r["lines"] for r in part1) <= PART_ONE_LINES, \
+        {r["name"]: r["lines"] for r in part1} | {"total": sum(r["lines"] for r in part1)}
+    assert not [r["name"] for r in part1 if r["long"]], f"Part I code cells over {LONG_CELL} lines"
+    assert book_stats.lines_before_one_page(rows) <= ONE_PAGE_WITHIN

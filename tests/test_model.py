@@ -226,7 +226,7 @@ def _write(tmp_path, name, arch="llama", extra=(), drop=(), reshape=None, add=()
     return w.write()
 
 def test_unknown_architecture_names_supported(tmp_path):
-    with pytest.raises(UnsupportedModelError, match=r"'mamba' is not supported; llmbook runs llama, qwen2, qwen3, phi3, gemma2, gemma3"):
+    with pytest.raises(UnsupportedModelError, match=r"'mamba' is not supported; llmbook runs llama, gemma3, qwen2, qwen3, phi3, gemma2, qwen3moe"):
         load(_write(tmp_path, "m.gguf", arch="mamba"))
 
 def test_unsupported_rope_scaling(tmp_path):

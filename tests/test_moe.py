@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import llmbook
-from llmbook import moe
+from llmbook import moe, families
 from llmbook.gguf import GGUFFile, GGUFWriter
 from llmbook.model import Model, UnsupportedModelError
 from llmbook.engine import KernelEngine
@@ -48,7 +48,7 @@ def engine_of(name):
 
 def router_ties(path, ids, tie: float = ROUTER_TIE) -> np.ndarray:
     "Positions where some layer's router has its k-th and (k+1)-th logits within `tie` (reference engine)."
-    m = Model(GGUFFile(path), n_ctx=256, families=moe.FAMILIES)
+    m = Model(GGUFFile(path), n_ctx=256, families=families.FAMILIES + moe.FAMILIES)   # gpt-oss's YaRN: the families chapter's
     trace = []
     for lw in m.weights.layers: lw.moe.trace = trace
     m.logits(ids)
@@ -279,7 +279,7 @@ def test_yarn_logits_match_llamacpp(fixture_file, wtype, engine):
     "A qwen3 file with rope.scaling.type yarn (factor 4, original context 256): cosine and top-1 as the families' bars."
     fx, path = fixture("qwen3_yarn", wtype), fixture_file("qwen3_yarn", wtype)
     ids = fx["prompt"] + fx["continuation"]
-    m = Model(GGUFFile(path), n_ctx=256, engine=engine_of(engine))
+    m = Model(GGUFFile(path), n_ctx=256, engine=engine_of(engine), families=families.FAMILIES)
     assert m.config.rope_yarn[:2] == (4.0, 256) and abs(m.config.rope_mscale - (1 + 0.1 * np.log(4.0))) < 1e-12
     ours = m.logits(ids)
     ref = np.frombuffer(base64.b64decode(fx["logits_f16"]), np.float16).astype(np.float32).reshape(len(ids), -1)
@@ -290,4 +290,4 @@ def test_yarn_logits_match_llamacpp(fixture_file, wtype, engine):
 
 def test_yarn_factor_must_stretch(fixture_file, tmp_path):
     bad = rewrite(fixture_file("qwen3_yarn", "F16"), tmp_path / "y.gguf", meta={"qwen3.rope.scaling.factor": 0.5})
-    with pytest.raises(UnsupportedModelError, match="YaRN needs rope.scaling.factor > 1"): Model(GGUFFile(bad))
+    with pytest.raises(UnsupportedModelError, match="YaRN needs rope.scaling.factor > 1"): Model(GGUFFile(bad), families=families.FAMILIES)

@@ -84,9 +84,9 @@ def test_ring_cache_equals_a_slot_per_position(tmp_path, kernels):
     path = write_random_model(tmp_path / "g3.gguf", "gemma3", n_layers=7, sliding_window=6, n_vocab=100)
     m = load(path, kernels)
     c, ids = m.config, np.random.default_rng(1).integers(0, 100, 230)
-    flat = KVCache(7, c.n_kv_heads, 240, c.head_dim, windows=m.windows())               # rings of 576 > 240: none
-    ring = KVCache(7, c.n_kv_heads, 240, c.head_dim, windows=m.windows(), n_batch=16)   # rings of 96 slots, 13 passes
-    assert flat.ring_slots == 0 and ring.ring_slots == 96
+    flat = KVCache(7, c.n_kv_heads, 240, c.head_dim, windows=m.windows())               # rings of 518 > 240: none
+    ring = KVCache(7, c.n_kv_heads, 240, c.head_dim, windows=m.windows(), n_batch=16)   # rings of 22 slots, 13 passes
+    assert flat.ring_slots == 0 and ring.ring_slots == 22
     np.testing.assert_array_equal(m.forward(ids[:200], ring, n_out=200), m.forward(ids[:200], flat, n_out=200))
     for t in ids[200:230]:
         np.testing.assert_array_equal(m.forward([t], ring), m.forward([t], flat))

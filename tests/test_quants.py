@@ -1,5 +1,6 @@
-"""llmbook.quants against gguf-py's reference (de)quantizers and llama.cpp's own (ggml's C reference functions,
-recorded in tests/fixtures/quants_ggml.json by tools/make_quant_fixtures.py), on random blocks.
+"""llmbook.quants (chapter 02: the dequantizers, the classic quantizers) and llmbook.quantize's `quantize` (chapter 17:
+the K-quants' searches besides) against gguf-py's reference (de)quantizers and llama.cpp's own (ggml's C reference
+functions, recorded in tests/fixtures/quants_ggml.json by tools/make_quant_fixtures.py), on random blocks.
 
 Tolerance: exact equality everywhere (bit for bit for floats, byte for byte for blocks). Our code computes each
 value with the same float32 operations in the same order as the references, so no ulp slack is needed; a
@@ -15,7 +16,8 @@ from gguf import GGMLQuantizationType as GQ
 from llmbook.tensors import GGMLType, GGML_TYPES, QTensor
 from llmbook.gguf import GGUFFile, GGUFWriter
 import llmbook.quants as quants
-from llmbook.quants import dequantize, dequantize_rows, quantize, supported_types
+from llmbook.quants import dequantize, dequantize_rows, supported_types
+from llmbook.quantize import quantize                 # chapter 02's, with chapter 17's K-quants
 
 # Byte offsets of the f16 scale fields in each block: random bytes there could be NaN/inf, so we set them.
 F16_FIELDS = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q2_K": [80, 82],
@@ -79,6 +81,27 @@ def test_supported_types_and_errors():
             dequantize(qt)
     with pytest.raises(TypeError):
         dequantize(np.zeros(4, np.float32))
+
+
+def test_block_layouts_have_ggmls_sizes():
+    "Each block dtype of chapter 02 is exactly as long as ggml's block of that type (numpy packs fields, no padding)."
+    blocks = {name[6:]: getattr(quants, name) for name in dir(quants) if name.startswith("BLOCK_")}
+    assert set(blocks) >= {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
+                           "IQ4_NL", "IQ4_XS", "MXFP4"}
+    for name, dtype in blocks.items():
+        assert dtype.itemsize == GGML_TYPES[GGMLType[name]].type_size, name
+
+
+def test_bit_packing_round_trips():
+    "pack_bits inverts unpack_bits for every (bits, group) the types use; pack_scales_k4 inverts unpack_scales_k4."
+    rng = np.random.default_rng(0)
+    r = rng.integers(0, 256, (5, 64), dtype=np.uint8)
+    for bits, group in [(1, 32), (2, 32), (4, 16), (4, 32), (4, 64), (2, 4), (4, 8), (4, 1)]:
+        np.testing.assert_array_equal(quants.pack_bits(quants.unpack_bits(r, bits, group), bits, group), r)
+    sc, mn = rng.integers(0, 64, (100, 8), dtype=np.uint8), rng.integers(0, 64, (100, 8), dtype=np.uint8)
+    sc2, mn2 = quants.unpack_scales_k4(quants.pack_scales_k4(sc, mn))
+    np.testing.assert_array_equal(sc, sc2)
+    np.testing.assert_array_equal(mn, mn2)
 
 
 def test_dequantize_rows():
@@ -155,6 +178,16 @@ def test_quantize_errors():
         quantize(np.ones((0, 32)), "Q8_0")
     with pytest.raises(TypeError):
         quantize(np.array(["a"] * 32), "Q8_0")
+
+
+def test_chapter_02_quantizes_the_classic_types_only():
+    "Chapter 02's `quantize` is chapter 17's for the classic types, byte for byte; the K-quants it refuses, saying where they are."
+    x = np.random.default_rng(5).standard_normal((4, 256)).astype(np.float32)
+    for name in ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]:
+        np.testing.assert_array_equal(quants.quantize(x, name).data, quantize(x, name).data)
+    for name in ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K"]:
+        with pytest.raises(NotImplementedError, match="llmbook.quantize.quantize adds the K-quants"):
+            quants.quantize(x, name)
 
 
 def test_quantize_in_chunks(monkeypatch):

@@ -226,6 +226,21 @@ def test_greedy_is_argmax_after_penalties():
         ids, l = filter_candidates(x, hist, SamplerSettings(temperature=1.0, **s))
         assert ids[np.argmax(l)] == got
 
+def test_chain_is_the_stages_in_order():
+    "filter_candidates = bias, penalties, top-k, top-p, min-p, temperature, each stage applied by hand (chapter 08's figure)."
+    rng = np.random.default_rng(12)
+    for _ in range(50):
+        n = int(rng.integers(2, 3000)); x = _random_logits(rng, n); hist = rng.integers(0, n, 40).tolist()
+        s = SamplerSettings(repeat_penalty=1.3, frequency_penalty=0.1, top_k=int(rng.integers(0, 60)), top_p=0.95,
+                            min_p=0.05, temperature=0.7, logit_bias={0: -math.inf, 1: 2.0})
+        y = x.copy(); y[0] = -np.inf; y[1] += np.float32(2.0)
+        y = apply_penalties(y, hist[-s.penalty_last_n:], 1.3, 0.1)
+        i, y = keep_top_k(np.arange(n), y, s.top_k) if s.top_k else (np.arange(n), y)
+        i, y = keep_top_p(i, y, 0.95)
+        i, y = keep_min_p(i, y, 0.05)
+        ids, l = filter_candidates(x, hist, s)
+        assert np.array_equal(ids, i) and np.array_equal(l, apply_temperature(y, 0.7))
+
 def test_large_vocabulary_defaults():
     "Gemma-sized vocabulary: the default chain leaves at most top_k candidates, all from the best 40 logits."
     x = (np.random.default_rng(11).standard_normal(262_144) * 3).astype(np.float32)

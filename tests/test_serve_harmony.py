@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 import pytest
 import llmbook
-from llmbook.generate import HarmonyReader, harmony_messages, harmony_split
+from llmbook.moe import HarmonyReader, harmony_messages, harmony_split
 from llmbook.serve import ToolPlan, chat_message, parse_tool_calls, tool_format, tool_grammar
 
 TEMPLATE = (Path(__file__).parent / "fixtures" / "gpt-oss.jinja").read_text()

@@ -5,6 +5,7 @@ import pytest
 from conftest import load_fixture, smollm2_file, gemma3_file
 from llmbook.gguf import GGUFFile
 from llmbook.tokenizer import Tokenizer, TokenizerError, StreamDecoder, TokenAttr, split_special, spm_merge, spm_ids
+from llmbook.tokenizer_extras import EXTRAS
 
 MODELS = {"smollm2": smollm2_file, "gemma3": gemma3_file}
 
@@ -132,12 +133,12 @@ def test_spm_from_scratch_matches_llama_cpp():
 
 
 def test_gemma3_pieces_are_the_one_at_a_time_bytes():
-    "Gemma 3's 262,144 pieces, written by chapter 07's numpy writer, are byte for byte the one-at-a-time writer's."
+    "Gemma 3's 262,144 pieces, written by the tokenizers chapter's numpy writer, are byte for byte the one-at-a-time writer's."
     import numpy as np
-    from llmbook.tokenizer import _piece_entry, _piece_entries, _float32_scores
+    from llmbook.tokenizer_extras import _piece_entry, _piece_entries, _float32_scores
     path = gemma3_file()
     if path is None: pytest.fail("Gemma 3 is not installed")
-    with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)
+    with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f, EXTRAS)
     kinds = np.array(f.metadata["tokenizer.ggml.token_type"]).clip(1, 6)
     expect = b"".join(_piece_entry(t, s, int(k)) for t, s, k in zip(tok.tokens, tok.scores, kinds))
     assert _piece_entries(tok.tokens, _float32_scores(tok.scores), kinds) == expect
@@ -145,11 +146,11 @@ def test_gemma3_pieces_are_the_one_at_a_time_bytes():
 
 
 def test_gemma3_short_and_long_fragments_agree(monkeypatch):
-    "Short SentencePiece fragments go to spm_merge, long ones to the sentencepiece library: both give llama.cpp's ids."
+    "Short SentencePiece fragments go to spm_merge, long ones to the extras' sentencepiece library: both give llama.cpp's ids."
     import llmbook.tokenizer as T
     path = gemma3_file()
     if path is None: pytest.fail("Gemma 3 is not installed")
-    with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)
+    with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f, EXTRAS)
     fx = load_fixture("tokenizer_gemma3.json")
     long = " ".join(c["text"] for c in fx["cases"]) * 3
     assert len(long) > T.SPM_PLAIN_CHARS
@@ -160,6 +161,9 @@ def test_gemma3_short_and_long_fragments_agree(monkeypatch):
             assert tok.encode(c["text"], c["add_special"], c["parse_special"]) == c["ids"], (path_name, c["text"][:60])
         got[path_name] = tok.encode(long, parse_special=True)
     assert got["library"] == got["spm_merge"]
+    monkeypatch.setattr(T, "SPM_PLAIN_CHARS", -1)
+    with GGUFFile(path) as f: part_one = Tokenizer.from_gguf(f)                 # no extras: spm_merge, whatever the length
+    assert part_one.encode(long, parse_special=True) == got["library"] and part_one._long_spm is None
 
 
 def test_encode_is_fast_enough(smollm2_path):
@@ -179,11 +183,14 @@ def test_bad_metadata_errors():
     assert Tokenizer(good).encode("abab", add_special=False) == [2, 2]
     for bad, msg in [({}, "tokenizer.ggml.model"),
                      ({**good, "tokenizer.ggml.pre": "nope"}, "known: "),
+                     ({**good, "tokenizer.ggml.pre": "qwen2"}, r"load\(path\), or pass llmbook.tokenizer_extras.EXTRAS"),
                      ({**good, "tokenizer.ggml.tokens": []}, "empty"),
                      ({**good, "tokenizer.ggml.tokens": ["a", 3]}, "not str"),
                      ({**good, "tokenizer.ggml.merges": None}, "merges"),
                      ({**good, "tokenizer.ggml.model": "llama", "tokenizer.ggml.scores": [0.0]}, "1 items for 3")]:
         with pytest.raises(TokenizerError, match=msg): Tokenizer(bad)
+    assert Tokenizer({**good, "tokenizer.ggml.pre": "qwen2"}, EXTRAS).pre.name == "qwen2"   # the extras know it
+    with pytest.raises(TokenizerError, match="known: .*qwen2"): Tokenizer({**good, "tokenizer.ggml.pre": "nope"}, EXTRAS)
     tok = Tokenizer(good)
     with pytest.raises(IndexError): tok.token_to_piece(99)
     with pytest.raises(TypeError): tok.encode(b"bytes")
@@ -200,7 +207,7 @@ def smollm2_metadata():
 def test_other_pre_tokenizers(smollm2_metadata, pre):
     "SmolLM2's vocabulary under other pre-tokenizers, against llama.cpp loading the same vocabulary."
     fx = load_fixture("tokenizer_bpe_variants.json")["variants"][pre]
-    tok = Tokenizer({**smollm2_metadata, "tokenizer.ggml.pre": pre})
+    tok = Tokenizer({**smollm2_metadata, "tokenizer.ggml.pre": pre}, EXTRAS)
     assert tok.add_bos == fx["add_bos"]
     failures = [(c["text"][:50], tok.encode(c["text"], add_special=False)[:10], c["ids"][:10])
                 for c in fx["cases"] if tok.encode(c["text"], add_special=False) != c["ids"]]
@@ -227,7 +234,7 @@ def test_long_english_text(model):
 def test_stream_decoder_with_clean_spaces(smollm2_metadata, pre):
     "With llama.cpp's space clean-up on, the streamed pieces still join to exactly llama.cpp's detokenized text."
     fx = load_fixture("tokenizer_bpe_variants.json")["variants"][pre]
-    tok = Tokenizer({**smollm2_metadata, "tokenizer.ggml.pre": pre})
+    tok = Tokenizer({**smollm2_metadata, "tokenizer.ggml.pre": pre}, EXTRAS)
     assert tok.clean_spaces
     for c in fx["cases"]:
         sd = StreamDecoder(tok)
@@ -280,6 +287,6 @@ def test_tokenizer_memory(model):
     # gemma3: a short text goes to spm_merge, which needs text -> id (16 MB of Python objects); the sentencepiece
     # library it spares holds ~49 MB (resident, measured), in C++ where tracemalloc does not look
     assert kept < {"smollm2": 6, "gemma3": 20}[name], f"{name}: the tokenizer keeps {kept:.1f} MB"
-    if name == "gemma3": assert tok._sp is None                   # the library is built for long fragments only
+    if name == "gemma3": assert tok._long_spm is None             # the library is built for long fragments only
     else: assert tok._token_id is None                            # text -> id is built only when asked for
     assert tok.token_id[tok.tokens[tok.eos]] == tok.eos

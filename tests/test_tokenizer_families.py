@@ -13,7 +13,8 @@ import pytest
 
 from conftest import load_fixture, smollm2_file
 from llmbook.gguf import GGUFFile
-from llmbook.tokenizer import PRE_TOKENIZERS, Tokenizer, TokenizerError, TokenAttr, pre_tokenize
+from llmbook.tokenizer import Tokenizer, TokenizerError, TokenAttr, pre_tokenize
+from llmbook.tokenizer_extras import EXTRAS, PRE_TOKENIZERS
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
 from family_models import chat_vocab_metadata
@@ -46,7 +47,7 @@ def test_every_name_we_know_is_in_the_fixture():
 def test_pre_tokenizer_names(smollm2_metadata, pre):
     "Each name: llama.cpp's ids on the hard strings, its detokenized text (clean_spaces) and its BOS default."
     md = {k: v for k, v in smollm2_metadata.items() if k != "tokenizer.ggml.add_bos_token"}
-    tok = Tokenizer({**md, "tokenizer.ggml.pre": pre})
+    tok = Tokenizer({**md, "tokenizer.ggml.pre": pre}, EXTRAS)
     fx = variant(pre)
     assert tok.add_bos == fx["add_bos"]
     assert tok.encode(FX["strings"][0], add_special=True) == fx["bos_ids"]
@@ -71,7 +72,7 @@ def test_case_splitting_patterns():
 def test_spm_chat_vocabularies(family):
     "SentencePiece vocabularies with chat tokens; under the name Phi-3, llama.cpp's RSTRIP rule."
     fx = FX["spm_vocabs"][family]
-    tok = Tokenizer(chat_vocab_metadata(family))
+    tok = Tokenizer(chat_vocab_metadata(family), EXTRAS)
     assert [int(a) for a in tok.attrs] == fx["attrs"]
     if family == "phi3": assert tok.attrs[tok.token_id["<|user|>"]] & TokenAttr.RSTRIP
     bad = [(c["text"][:40], c["add_special"], c["parse_special"]) for c in fx["cases"]
@@ -81,9 +82,10 @@ def test_spm_chat_vocabularies(family):
 
 def test_phi3_rule_needs_the_name():
     md = chat_vocab_metadata("phi3")
-    with_name = Tokenizer(md).encode("<|user|>\nHi", parse_special=True)
-    without = Tokenizer({**md, "general.name": "some model"}).encode("<|user|>\nHi", parse_special=True)
+    with_name = Tokenizer(md, EXTRAS).encode("<|user|>\nHi", parse_special=True)
+    without = Tokenizer({**md, "general.name": "some model"}, EXTRAS).encode("<|user|>\nHi", parse_special=True)
     assert len(without) > len(with_name)
+    assert Tokenizer(md).encode("<|user|>\nHi", parse_special=True) == without    # chapter 07 alone: no per-model rules
 
 
 # ---------------------------------------------------------------- llama.cpp's own test vocabularies
@@ -99,7 +101,7 @@ def test_llama_cpp_test_vocabularies(name):
     if not path.exists(): pytest.skip(f"{path} is missing")
     fx = VOCABS[name]
     try:
-        with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)
+        with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f, EXTRAS)
     except TokenizerError as e: pytest.skip(f"not supported by llmbook: {e}")
     texts = read_inp(path.with_name(name + ".inp"))
     want_out = [[int(x) for x in line.split()] for line in path.with_name(name + ".out").read_text().split("\n")[:len(texts)]]
@@ -112,3 +114,9 @@ def test_llama_cpp_test_vocabularies(name):
 
 
 from make_tokenizer_fixtures import SPM_CHAT_TESTS as FX_CHAT
+
+
+def test_load_hands_the_extras_to_the_tokenizer():
+    "Chapter 19's `load` passes the tokenizers chapter's EXTRAS, so every name above opens; chapter 07 alone knows two."
+    import llmbook
+    assert llmbook.load(n_ctx=32).tokenizer.extras is EXTRAS

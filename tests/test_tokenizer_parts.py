@@ -5,10 +5,11 @@ import random, re
 import numpy as np
 import pytest
 
-from llmbook.tokenizer import (BYTE_TO_UNICODE, UNICODE_TO_BYTE, PRE_TOKENIZERS, StreamDecoder, Tokenizer, TokenizerError,
-                               bytes_to_symbols, pre_tokenize, sentencepiece_model, sentencepiece_processor, split_special, spm_merge, spm_ids,
-                               unicode_classes, _clean_spaces, _last_safe_cut, _piece_entry, _piece_entries,
-                               _float32_scores)
+from llmbook.tokenizer import (BYTE_TO_UNICODE, NOT_A_TOKEN, UNICODE_TO_BYTE, StreamDecoder, Tokenizer, TokenizerError,
+                               bpe_merge, bytes_to_symbols, merge_table, pre_tokenize, split_special,
+                               spm_merge, spm_ids, unicode_classes, _clean_spaces, _last_safe_cut)
+from llmbook.tokenizer_extras import (PRE_TOKENIZERS, sentencepiece_model, sentencepiece_processor, _piece_entry,
+                                      _piece_entries, _float32_scores)
 
 TOY_TEXT = ("The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs over the hills "
             "and the other foxes follow the quick one. Then they rest, and the lazy dog dreams of foxes.")
@@ -67,24 +68,29 @@ def test_byte_alphabet():
 
 
 def test_unicode_classes_kept_on_disk(tmp_path, monkeypatch):
-    "The walk's classes are read back from the file a process wrote; a bad file is walked again and rewritten."
+    "The tokenizers chapter keeps the walk's classes in a file: read back; a bad file is walked again and rewritten."
     import json
-    import llmbook.tokenizer as T
+    import llmbook.tokenizer as T, llmbook.tokenizer_extras as X
     walked = T.walk_unicode_classes()
     path = tmp_path / "cache" / "classes.json"
-    T._write_classes(path, walked)
-    assert T._read_classes(path) == walked and not list(path.parent.glob("*.tmp"))
+    X._write_classes(path, walked)
+    assert X._read_classes(path) == walked and not list(path.parent.glob("*.tmp"))
     for bad in ("{", "[]", '{"L": "a"}', json.dumps({**walked, "L": 1})):
-        path.write_text(bad); assert T._read_classes(path) is None
-    monkeypatch.setattr(T, "_classes_file", lambda: path)
-    T.unicode_classes.cache_clear()
+        path.write_text(bad); assert X._read_classes(path) is None
+    monkeypatch.setattr(X, "_classes_file", lambda: path)
+    assert X.unicode_classes_on_disk() == walked and X._read_classes(path) == walked   # the bad file was rewritten
+    (tmp_path / "a_file").write_text("")                                               # a directory we cannot make
+    monkeypatch.setattr(X, "_classes_file", lambda: tmp_path / "a_file" / "classes.json")
+    assert X.unicode_classes_on_disk() == walked                                       # walked, nothing kept
+    # a process makes its classes once, with the maker of the first vocabulary that needs them: EXTRAS' reads the file
+    monkeypatch.setattr(X, "_classes_file", lambda: path)
+    monkeypatch.setattr(T, "walk_unicode_classes", lambda: pytest.fail("walked although the file was there"))
+    monkeypatch.setattr(T, "_CLASSES", {})
+    T._compiled.cache_clear()
     try:
-        assert T.unicode_classes() == walked and T._read_classes(path) == walked     # the bad file was rewritten
-        (tmp_path / "a_file").write_text("")                                         # a directory we cannot make
-        monkeypatch.setattr(T, "_classes_file", lambda: tmp_path / "a_file" / "classes.json")
-        T.unicode_classes.cache_clear()
-        assert T.unicode_classes() == walked                                         # walked, nothing kept
-    finally: T.unicode_classes.cache_clear()
+        tok = Tokenizer(toy_metadata(), X.EXTRAS)
+        assert T.unicode_classes() == walked and tok.decode(tok.encode("Hi 12 ü!")) == "Hi 12 ü!"
+    finally: T._compiled.cache_clear()
 
 
 def test_unicode_classes():
@@ -110,6 +116,52 @@ def test_split_special():
     assert split_special("a<|im_end|><|im_end|>b", [("<|im_end|>", 2)]) == ["a", 2, 2, "b"]
     assert split_special("no specials here", [("<|im_end|>", 2)]) == ["no specials here"]
     assert split_special("", [("<|im_end|>", 2)]) == []
+
+
+def test_split_special_takes_whitespace_where_asked():
+    "RSTRIP/LSTRIP ids take C's isspace() whitespace after/before each occurrence, one occurrence after the other."
+    specials = [("<|user|>", 4), ("<|end|>", 5)]
+    assert split_special("<|user|>\n  Hi<|end|>\n", specials, rstrip={4, 5}) == [4, "Hi", 5]
+    assert split_special("<|user|>\n  Hi<|end|>\n", specials) == [4, "\n  Hi", 5, "\n"]
+    assert split_special("Hi \t\n<|end|> x", specials, lstrip={5}) == ["Hi", 5, " x"]
+    assert split_special(" \v<|end|>\f\r <|end|>\u3000", specials, lstrip={5}, rstrip={5}) == [5, 5, "\u3000"]
+    assert split_special("<x> <x> <x>", [(" <x>", 7), ("<x>", 8)], rstrip={7}) == [8, 7, 8]   # skipped, then searched
+
+
+def test_heap_merge_equals_rescanning():
+    "Chapter 07's heap (`bpe_merge`) gives the rescanning loop's pieces, and the ids of those pieces, on random words."
+    token_id = {t: i for i, t in enumerate(BYTE_TO_UNICODE + [rule.replace(" ", "") for rule in TOY_MERGES])}
+    table, ranks = merge_table(TOY_MERGES, token_id), {rule: i for i, rule in enumerate(TOY_MERGES)}
+    assert {r: (v >> 32, v & NOT_A_TOKEN) for r, v in list(table.items())[:3]} == {
+        r: (i, token_id[r.replace(" ", "")]) for i, r in enumerate(TOY_MERGES[:3])}
+    rng, alphabet = random.Random(0), list("the quick brown fox") + ["é", "\n", "1"]
+    for _ in range(300):
+        w = bytes_to_symbols("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))).encode())
+        texts, ids = bpe_merge(list(w), [token_id[c] for c in w], table)
+        assert texts == bpe_simple(list(w), ranks) and ids == [token_id[t] for t in texts], w
+    w = bytes_to_symbols(b" the lazy fox" * 150)                                   # one long word
+    assert bpe_merge(list(w), [token_id[c] for c in w], table)[0] == bpe_simple(w, ranks)
+
+
+def spm_simple(text, token_id, scores):
+    "SentencePiece by rescanning: merge the adjacent pair whose concatenation scores highest (leftmost on ties)."
+    symbols = list(text)
+    while True:
+        pairs = [(-scores[token_id[a + b]], i) for i, (a, b) in enumerate(zip(symbols, symbols[1:])) if a + b in token_id]
+        if not pairs: return symbols
+        _, i = min(pairs)
+        symbols[i:i + 2] = [symbols[i] + symbols[i + 1]]
+
+
+def test_spm_heap_equals_rescanning():
+    tokens, scores, _ = toy_spm_vocab()
+    token_id = {t: i for i, t in enumerate(tokens)}
+    rng, alphabet = random.Random(0), list("the quick brown fox") + ["é", "\n", "1"]
+    for _ in range(300):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))).replace(" ", "▁")
+        assert spm_merge(s, token_id, scores) == spm_simple(s, token_id, scores), s
+    ties = {"a": 0, "b": 1, "ab": 2, "ba": 3}                                       # equal scores: leftmost first
+    assert spm_merge("abab", ties, [0.0, 0.0, -1.0, -1.0]) == spm_simple("abab", ties, [0.0, 0.0, -1.0, -1.0]) == ["ab", "ab"]
 
 
 def test_clean_spaces():
@@ -178,7 +230,7 @@ def test_sentencepiece_model_bytes_are_the_protobuf_model():
 
 
 def test_piece_entries_are_the_one_at_a_time_bytes():
-    "Chapter 07's numpy writer gives `_piece_entry`'s bytes: varints of 1-3 bytes, empty, non-ASCII, non-UTF-8 texts."
+    "The tokenizers chapter's numpy writer gives `_piece_entry`'s bytes: varints of 1-3 bytes, empty, non-ASCII, non-UTF-8 texts."
     rng = random.Random(1)
     texts = ["", "a" * 127, "b" * 128, "c" * 16383, "d" * 16384, "é" * 70, "▁the", "✅𝄞", "<0x0A>"] + [
         "".join(rng.choice("ab▁é✅𝄞\n") for _ in range(rng.randint(0, 40))) for _ in range(300)]

@@ -58,8 +58,13 @@ CHAPTERS = {
     "3_21_demo":      ("the demo: an app around generation", ["frame", "text", "decode", "sampler", "loop"]),
     "3_22_cli":       ("the llmbook command", ["frame", "text", "decode", "file"]),
     "3_23_serve":     ("the server: the whole loop behind OpenAI's HTTP API", ["frame", "text", "decode", "sampler", "loop"]),
+    "3_families":     ("every family as a diff of the block: RoPE, norms, soft caps, fused weights",
+                     ["weights", "norm1", "norm2", "wq", "wk", "wv", "rope", "attn", "gate", "up", "logits"]),
     "3_18_hf":        ("Hugging Face checkpoints become the GGUF file", ["file", "tensors"]),
     "3_19_load":      ("llmbook.load: a name becomes the GGUF file and a model on the fast engine", ["file", "tensors", "weights"]),
+    "3_tokenizers":   ("every tokenizer: the pre-tokenizer table and per-model rules", ["text", "encode", "ids", "decode"]),
+    "moe":            ("mixture of experts: a router picks a few of many FFNs per token", ["gate", "up", "act", "down"]),
+    "3_untrusted":    ("files you do not trust: the reader's checks, broken on purpose", ["file"]),
 }
 FRAME_LABEL = {"3_21_demo": "21 · an app around the loop: a prompt box, the sampler's settings, the text as it streams out",
                "3_22_cli": "22 · llmbook generate | chat | tokenize | inspect | bench | quantize | perplexity",
@@ -147,8 +152,8 @@ def draw(F, stem=None):
     M = Map(lit)
     n, d, V = F["n"], F["d"], F["vocab"]
     if stem:
-        num = stem.split("_")[1]           # 2_15_engine: part 2, chapter 15
-        title = f"Chapter {num} · {CHAPTERS[stem][0]}"
+        num = stem.split("_")[1] if stem.count("_") >= 2 and stem.split("_")[1].isdigit() else None   # 2_15_engine: chapter 15
+        title = f"Chapter {num} · {CHAPTERS[stem][0]}" if num else CHAPTERS[stem][0][:1].upper() + CHAPTERS[stem][0][1:]
     else:
         title = "The path of a token through SmolLM2-135M-Instruct"
     M.text(20, 30, title, 20, "bold", "#111827", anchor="start")

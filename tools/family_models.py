@@ -213,7 +213,7 @@ def write_family_model(path, arch: str, *,
                        name: str = DEFAULT_NAME) -> Path:
     "Write a small random `arch` GGUF at `path` as llama.cpp's converter lays that family out; returns the path."
     from llmbook.gguf import GGUFWriter, GGUFValueType
-    from llmbook.quants import quantize
+    from llmbook.quantize import quantize
     from llmbook.tensors import QTensor, GGMLType
     if arch not in FAMILIES: raise ValueError(f"arch must be one of {FAMILIES}, not {arch!r}")
     wtype = wtype.upper()
