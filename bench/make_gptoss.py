@@ -1,5 +1,5 @@
 """Write a random-weight GGUF shaped like gpt-oss-20b, 8 layers instead of 24, with MXFP4 experts, for speed
-benchmarks of gpt-oss (issue 28; nbs/moe.ipynb).
+benchmarks of gpt-oss (issue 28; nbs/3_19_moe.ipynb).
 
 Why: gpt-oss-20b is the mixture of experts with MXFP4 weights that CPU users run; its speed depends on its per-layer
 shapes and tensor types, not on the weights' values. Each layer here is the real one (config.json of openai/gpt-oss-20b):

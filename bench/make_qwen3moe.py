@@ -1,5 +1,5 @@
 """Write a random-weight GGUF shaped like Qwen3-30B-A3B, 8 layers instead of 48, in Q4_K_M, for speed benchmarks of
-the mixture of experts (issue 28; nbs/moe.ipynb).
+the mixture of experts (issue 28; nbs/3_19_moe.ipynb).
 
 Why: Qwen3-30B-A3B is the mixture-of-experts model CPU users run; its speed depends on its per-layer shapes and its
 tensor types, not on the weights' values. Each layer here is the real one: n_embd 2048, 32 query and 4 KV heads of
@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from llmbook.gguf import GGUFFile
 from llmbook.moe import write_qwen3moe
+from llmbook.quantize import quantize        # the K-quants (chapter 21)
 
 # Qwen3-30B-A3B (config.json of Qwen/Qwen3-30B-A3B): hidden 2048, 32/4 heads of 128, 128 experts of 768, 8 active
 SHAPE = dict(n_embd=2048, n_heads=32, n_kv_heads=4, head_dim=128, n_expert=128, n_expert_used=8, n_ff_exp=768,
@@ -33,7 +34,7 @@ def main():
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    write_qwen3moe(out, n_layers=a.layers, wtype="Q4_K_M", seed=a.seed, **SHAPE)
+    write_qwen3moe(out, n_layers=a.layers, wtype="Q4_K_M", seed=a.seed, quantize_with=quantize, **SHAPE)
     with GGUFFile(out) as f:
         types = Counter(t.type for t in f.tensors.values())
         experts = sum(t.n_bytes for n, t in f.tensors.items() if "_exps." in n)

@@ -61,7 +61,7 @@ PRINTABLE_ASCII = (10, *range(32, 127))
 def write_random_chat_model(path, seed: int = 0, chat_template: str | None = CHATML_TEMPLATE,
                             alphabet=PRINTABLE_ASCII, **kwargs) -> Path:
     "A tiny random llama/gemma3 GGUF (see `write_random_model`) with a byte-level BPE vocabulary of `alphabet` and a chat template."
-    from llmbook.tokenizer import BYTE_TO_UNICODE   # chapter 07: here, so that chapter 06's models without a vocabulary need only 00-06
+    from llmbook.tokenizer import BYTE_TO_UNICODE   # chapter 08: here, so that chapter 07's models without a vocabulary need only 00-06
     merges = ["Ġ t", "h e", "Ġt he"]
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     tokens = [BYTE_TO_UNICODE[b] for b in alphabet] + ["Ġt", "he", "Ġthe"] + specials

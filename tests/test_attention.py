@@ -1,4 +1,4 @@
-"""Chapter 04's functions against direct formulas, over many shapes."""
+"""Chapter 05's functions against direct formulas, over many shapes."""
 import math
 import numpy as np
 import pytest
@@ -80,7 +80,7 @@ def test_activations():
 
 @pytest.mark.parametrize("neox", [False, True])
 def test_rope_is_a_complex_rotation(neox):
-    "Chapter 04's check, over more positions: pairs as complex numbers turned by pos * theta_i; no turn at 0; lengths kept."
+    "Chapter 05's check, over more positions: pairs as complex numbers turned by pos * theta_i; no turn at 0; lengths kept."
     d, pos = 16, np.array([0, 1, 7, 300, 4095])
     q = rng.standard_normal((len(pos), 3, d)).astype(np.float32)
     f = rope_freqs(d, 10000.0)

@@ -1,4 +1,4 @@
-"""The demo app in a real browser: JupyterLab serves a copy of nbs/3_21_demo.ipynb on localhost, Debian's headless
+"""The demo app in a real browser: JupyterLab serves a copy of nbs/4_25_demo.ipynb on localhost, Debian's headless
 Chromium (driven by Playwright) runs it, types a prompt, clicks Generate and waits for text on the page.
 A screenshot goes to tests/artifacts/ (gitignored) for a person to look at."""
 import json, os, re, shutil, signal, socket, subprocess, sys, time, urllib.request
@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "nbs" / "3_21_demo.ipynb"
+NOTEBOOK = ROOT / "nbs" / "4_25_demo.ipynb"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -42,7 +42,7 @@ def lab(tmp_path):
     if not Path(CHROMIUM).exists(): pytest.skip(f"no Chromium at {CHROMIUM} (tools/setup.sh --dev installs Debian's)")
     pytest.importorskip("playwright.sync_api")
     work = tmp_path / "lab"; work.mkdir()
-    fast_copy(NOTEBOOK, work / "3_21_demo.ipynb")
+    fast_copy(NOTEBOOK, work / "4_25_demo.ipynb")
     quiet_lab_settings(tmp_path / "settings")
     port = free_port()
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
@@ -79,7 +79,7 @@ def test_demo_in_jupyterlab(lab):
         page = browser.new_page(viewport={"width": 1280, "height": 1400})
         page.set_default_timeout(120_000)
         try:
-            page.goto(f"{lab}/lab/tree/3_21_demo.ipynb")
+            page.goto(f"{lab}/lab/tree/4_25_demo.ipynb")
             page.locator(".jp-NotebookPanel .jp-Notebook").first.wait_for()
             page.locator("#jp-main-statusbar", has_text="Idle").wait_for(timeout=180_000)   # the kernel is up
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()

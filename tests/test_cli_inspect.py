@@ -91,7 +91,7 @@ def test_usage():
 LATER_PARTS = ("llmbook.serve", "llmbook.hf", "fastapi", "uvicorn")
 
 def imported_by(code: str) -> list:
-    "Which of chapter 23's and 14's modules (and FastAPI, uvicorn) a fresh Python has imported after `code`."
+    "Which of chapter 27's and 14's modules (and FastAPI, uvicorn) a fresh Python has imported after `code`."
     probe = code + f"\nimport sys; print([m for m in {LATER_PARTS!r} if m in sys.modules])"
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -117,6 +117,6 @@ def test_later_commands_and_names_load_when_used():
     assert r.returncode == 0 and "checkpoint directory" in r.stdout
     r = llmbook("serve", "--help")
     assert r.returncode == 0 and "--port" in r.stdout
-    # the public names of chapters 23 and 18 are still llmbook's, imported on first use
+    # the public names of chapters 27 and 22 are still llmbook's, imported on first use
     assert imported_by("import llmbook\nassert callable(llmbook.convert) and callable(llmbook.export_hf)") == ["llmbook.hf"]
     assert "llmbook.serve" in imported_by("import llmbook\nassert callable(llmbook.make_app)")

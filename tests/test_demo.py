@@ -1,4 +1,4 @@
-"""The demo app (chapter 21) driven headlessly: nbclient runs the whole notebook (its `#| slow` cells too, so the
+"""The demo app (chapter 25) driven headlessly: nbclient runs the whole notebook (its `#| slow` cells too, so the
 app `app` holds the default SmolLM2), then the cells below drive that app through its widgets in the same kernel:
 text streams in, the probabilities shown are the sampler's, Stop ends a long generation, and the kernel stays free
 while the app generates."""
@@ -10,7 +10,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "nbs" / "3_21_demo.ipynb"
+NOTEBOOK = ROOT / "nbs" / "4_25_demo.ipynb"
 
 STREAMS_AND_MATCHES_THE_SAMPLER = """
 import html, time
@@ -34,7 +34,7 @@ assert html.escape(prompt) in app.text.value and all(html.escape(s.piece) in app
 assert app.result is not None and app.result.stop_reason in ("eos", "length") and str(app.result) == text
 assert "stopped:" in app.status.value and "tokens/s" in app.status.value
 
-# replay the generation with chapter 08's sampler on the model's own logits: same tokens, same candidates
+# replay the generation with chapter 09's sampler on the model's own logits: same tokens, same candidates
 m = app.model
 ids = m.tokenizer.encode(prompt, add_special=True, parse_special=True)
 cache = m.new_cache(len(ids) + len(steps) + 1)

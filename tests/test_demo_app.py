@@ -1,4 +1,4 @@
-"""The demo app (chapter 21) on a tiny random model, without a notebook: the HTML and the chips it draws, the
+"""The demo app (chapter 25) on a tiny random model, without a notebook: the HTML and the chips it draws, the
 candidates it lists, a completion and a chat driven through its widgets, and the errors it shows instead of
 raising. (tests/test_demo.py runs the chapter itself on the real model; tests/test_browser_demo.py runs it in
 JupyterLab.)"""

@@ -104,10 +104,10 @@ def test_family_files_through_the_cli(model_file, case, capsys):
         want = llmbook.load(path, n_ctx=256).generate("the cat sat", max_tokens=8, temperature=0.0, ignore_eos=True)
         assert printed.rstrip("\n") == str(want) and len(want.tokens) == 8
 
-# ---------------------------------------------------------------- chapter 06 runs these only when handed them
+# ---------------------------------------------------------------- chapter 07 runs these only when handed them
 @pytest.mark.parametrize("case", ["qwen2", "qwen3", "phi3", "phi3_rope_long", "gemma2", "qwen3_yarn"])
 def test_families_are_handed_in(model_file, case):
-    "Chapter 06's Model runs llama and gemma3; the families chapter's files it refuses, saying how to open them, until it is given them."
+    "Chapter 07's Model runs llama and gemma3; the families chapter's files it refuses, saying how to open them, until it is given them."
     from llmbook.model import Model, UnsupportedModelError
     from llmbook.gguf import GGUFFile
     from llmbook import families

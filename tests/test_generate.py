@@ -1,4 +1,4 @@
-"""Chapter 09 on tiny random models: the generation loop against a bare forward loop, stop rules, streaming,
+"""Chapter 10 on tiny random models: the generation loop against a bare forward loop, stop rules, streaming,
 sessions, chat templates, context limits, threads, bad input."""
 import json, random, threading
 import numpy as np
@@ -338,7 +338,7 @@ def test_chat_json_schema_and_bad_constraints(tiny):
     c = s.chat("hi", max_tokens=30, grammar=as_grammar(json_schema=schema), **HOT)
     assert Grammar(json_schema_to_grammar(schema)).accepts_text(str(c), complete=c.stop_reason == "eos")
     before = [dict(m) for m in s.messages]
-    # a constraint is compiled by the grammars chapter (Part III): text is refused with the way to compile it
+    # a constraint is compiled by the grammars chapter (Part IV): text is refused with the way to compile it
     for text in ('root ::= "a"', {"type": "object"}):
         with pytest.raises(TypeError, match="as_grammar"): s.chat("again", grammar=text)
     with pytest.raises(TypeError, match="matcher"): s.chat("again", grammar=42)
@@ -362,7 +362,7 @@ class Upper:
 
 
 def test_reply_formats_are_a_hook(tmp_path):
-    "Chapter 09 knows no reply format: `LLM(reply_formats=)` brings them, `chat` lets the one that matches read the turn."
+    "Chapter 10 knows no reply format: `LLM(reply_formats=)` brings them, `chat` lets the one that matches read the turn."
     from llmbook.generate import LLM
     from llmbook.gguf import GGUFFile
     path = write_random_chat_model(tmp_path / "t.gguf", alphabet=range(256))

@@ -244,7 +244,7 @@ def test_mmap_views_survive_close(tmp_path):
 
 
 def test_dequantize_is_gguffile_own_method_and_imports_stay_in_reading_order(tmp_path):
-    "`GGUFFile.dequantize` is defined in chapter 01's module; chapter 02's code is imported only when it runs."
+    "`GGUFFile.dequantize` is defined in chapter 02's module; chapter 03's code is imported only when it runs."
     import ast, inspect, llmbook.gguf, llmbook.quants
     assert GGUFFile.dequantize.__module__ == "llmbook.gguf"
     tree = ast.parse(inspect.getsource(llmbook.gguf))

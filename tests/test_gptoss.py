@@ -1,4 +1,4 @@
-"""gpt-oss (issue 28, nbs/moe.ipynb): logits against llama.cpp's on the random-weight files of
+"""gpt-oss (issue 28, nbs/3_19_moe.ipynb): logits against llama.cpp's on the random-weight files of
 tests/fixtures/family_gptoss_{F16,Q4_K_M,MXFP4}.json (rebuilt by tools/family_models.py, sha256 checked) on the reference
 engine and both kernel sets; attention sinks, alternating windows, biases, the clamped SwiGLU, top-k softmax routing;
 MXFP4 experts on their own kernel; one answer whatever the batch; bad files refused at load; the CLI."""

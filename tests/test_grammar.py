@@ -1,4 +1,4 @@
-"""Chapter 20: GBNF parsing (errors with line and column), the matcher on strings, JSON Schema -> grammar (every
+"""Chapter 24: GBNF parsing (errors with line and column), the matcher on strings, JSON Schema -> grammar (every
 constrained output parses and validates), and parity with llama.cpp's grammar sampler on SmolLM2
 (tests/fixtures/grammar_smollm2.json, made by tools/make_grammar_fixtures.py): the same token mask at every step
 (its size and the hash of its ids), and the same greedy tokens while the best allowed logit is clear."""

@@ -1,4 +1,4 @@
-"""Chapter 20 against llama.cpp's own grammar suite and against grammars built to hurt.
+"""Chapter 24 against llama.cpp's own grammar suite and against grammars built to hurt.
 
 - llama.cpp's tests/test-grammar-integration.cpp, extracted by tools/make_llamacpp_grammar_suite.py into
   tests/fixtures/grammar_llamacpp_suite.json: every string that does not use llama.cpp's token syntax (<[N]>) gets

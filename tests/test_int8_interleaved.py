@@ -44,7 +44,7 @@ def test_every_token_of_a_batch_as_alone(kind):
         np.testing.assert_array_equal(m.matmul(X[:n]), alone[:n], err_msg=f"{n} tokens")
 
 def test_repack_layout_of_one_group():
-    "Byte by byte against the layout chapter 13's table gives, from chapter 02's unpacking of the same blocks."
+    "Byte by byte against the layout chapter 13's table gives, from chapter 03's unpacking of the same blocks."
     qt = random_qtensor("Q4_K", (8, 256), 5)
     raw = np.asarray(qt.data).reshape(8, 144)
     p = np.empty(X8_BYTES, np.uint8); repack_q4_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 144, 256, p)
@@ -59,7 +59,7 @@ def test_repack_layout_of_one_group():
             np.testing.assert_array_equal(v >> 4, lev[:, 32 * j + 4 * h + 16:32 * j + 4 * h + 20])
 
 def test_q6_k_repack_layout_of_one_group():
-    "Byte by byte against the layout of chapter 13's Q6_K table, from chapter 02's dequantizer's levels."
+    "Byte by byte against the layout of chapter 13's Q6_K table, from chapter 03's dequantizer's levels."
     qt = random_qtensor("Q6_K", (8, 256), 6)
     raw = np.asarray(qt.data).reshape(8, 210)
     p = np.empty(X6_BYTES, np.uint8); repack_q6_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 210, 256, p)
@@ -104,7 +104,7 @@ def test_x0_repack_layout_of_one_group(kind):
                 assert fifth[v] == sum(((qh[r] >> (16 * half + 4 * h)) & 15) << (4 * r) for r in range(8)), (b, v)
 
 def test_mxfp4_in_place_scales_at_the_extremes():
-    "The in-place MXFP4 block dot builds 2^(e-128) from bits: e = 0 and 1 (subnormals), 2, 127 and 200 against chapter 02's dequantizer."
+    "The in-place MXFP4 block dot builds 2^(e-128) from bits: e = 0 and 1 (subnormals), 2, 127 and 200 against chapter 03's dequantizer."
     qt = random_qtensor("MXFP4", (5, 64), 3)
     raw = np.asarray(qt.data).reshape(5, 2, 17).copy()
     raw[:, 0, 0], raw[:, 1, 0] = [0, 1, 2, 127, 200], 127         # one extreme block per row, its partner ordinary

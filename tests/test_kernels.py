@@ -256,10 +256,10 @@ def test_real_stacked_qkv_and_gate_up(smollm2_path):
         assert_matvec_close(P.pack(*qts).matvec(x), dense, x)
 
 
-# ------------------------------------------------------------------ chapter 03's block dot (Part I)
+# ------------------------------------------------------------------ chapter 04's block dot (Part I)
 @pytest.mark.parametrize("n_rows,n_cols", [(1, 32), (3, 64), (37, 576), (130, 1536)])
 def test_block_dot_q4_1_random(n_rows, n_cols):
-    "Chapter 03's numpy block dot and plain numba kernel against gguf-py's dequantizer, on odd shapes."
+    "Chapter 04's numpy block dot and plain numba kernel against gguf-py's dequantizer, on odd shapes."
     qt = K.random_qtensor("Q4_1", (n_rows, n_cols), seed=n_rows)
     x = np.random.default_rng(n_rows).standard_normal(n_cols).astype(np.float32)
     dense, arrays = reference_dense(qt), K.q4_1_arrays(qt)
@@ -270,7 +270,7 @@ def test_block_dot_q4_1_random(n_rows, n_cols):
 
 
 def test_block_dot_q4_1_real(smollm2_path):
-    "Chapter 03's kernel on each shape of SmolLM2's Q4_1 matrices, the same products as the packed kernels; other types refused."
+    "Chapter 04's kernel on each shape of SmolLM2's Q4_1 matrices, the same products as the packed kernels; other types refused."
     seen = set()
     rng = np.random.default_rng(4)
     for name, qt in real_matrices(smollm2_path):
@@ -286,7 +286,7 @@ def test_block_dot_q4_1_real(smollm2_path):
         K.q4_1_arrays(K.random_qtensor("Q8_0", (2, 32)))
 
 
-# ------------------------------------------------------------------ the layer kernels vs chapter 04
+# ------------------------------------------------------------------ the layer kernels vs chapter 05
 def test_rmsnorm_and_add_rmsnorm():
     rng = np.random.default_rng(0)
     for shape in [(1, 576), (7, 640), (9, 64), (4, 256)]:        # hidden states, per-head q/k norms

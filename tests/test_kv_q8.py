@@ -1,4 +1,4 @@
-"""The KV cache in q8_0 (issue 25, `cache_type="q8_0"`): Q8_0 blocks of chapter 02, 34 bytes per 32 values (17/64 of
+"""The KV cache in q8_0 (issue 25, `cache_type="q8_0"`): Q8_0 blocks of chapter 03, 34 bytes per 32 values (17/64 of
 float32), as llama.cpp's `--cache-type-k/-v q8_0`; chapter 14's storage (`kv_storage("q8_0")`), written and read alike by
 numpy (Part I's engine) and the kernels (Part II), one answer on every path."""
 import subprocess, sys

@@ -1,4 +1,4 @@
-"""Sliding-window layers keep a ring of `window + n_batch` slots (chapter 05), not one slot per position: the same
+"""Sliding-window layers keep a ring of `window + n_batch` slots (chapter 06), not one slot per position: the same
 logits as a cache with a slot per position, on both engines, for prompts, decode steps, rewinds and context shifts."""
 import numpy as np
 import pytest

@@ -287,7 +287,7 @@ def test_missing_file():
         load("/nonexistent/model.gguf")
 
 def test_engine_is_handed_in(tiny):
-    "A Model runs chapter 06's numpy reference unless it is handed another engine; load hands it the kernels."
+    "A Model runs chapter 07's numpy reference unless it is handed another engine; load hands it the kernels."
     ref = Model(GGUFFile(tiny["llama"]))
     assert isinstance(ref.engine, ReferenceEngine) and ref.backend == "numpy" and ref.n_threads is None
     fast = Model(GGUFFile(tiny["llama"]), engine=lambda m: KernelEngine(m, kernels="float"))

@@ -1,4 +1,4 @@
-"""The kernel path of the model (chapter 15's KernelEngine, which llmbook.load hands every model) against chapter 06's
+"""The kernel path of the model (chapter 15's KernelEngine, which llmbook.load hands every model) against chapter 07's
 readable numpy path (the ReferenceEngine, a Model's default).
 
 Tolerances, measured before they were set:
@@ -35,7 +35,7 @@ def cosine_rows(a, b):
     return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
 
 def both(path, kernels="float", cache_type="f32", **kw):
-    """The model on the kernels (through llmbook.load) and on chapter 06's numpy reference, both with a float32 KV
+    """The model on the kernels (through llmbook.load) and on chapter 07's numpy reference, both with a float32 KV
     cache: the comparison is of the engines' arithmetic. (With f16 caches, a key that differs in its last float32 bit
     may round to the next f16, a thousand times larger a difference; tests/test_kv_f16.py checks the f16 path.)"""
     return (load(path, kernels=kernels, cache_type=cache_type, **kw),

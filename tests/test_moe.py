@@ -1,4 +1,4 @@
-"""Mixture of experts (issue 28, nbs/moe.ipynb): Qwen3-MoE's, Mixtral's and OLMoE's logits against llama.cpp's on the random-weight files of
+"""Mixture of experts (issue 28, nbs/3_19_moe.ipynb): Qwen3-MoE's, Mixtral's and OLMoE's logits against llama.cpp's on the random-weight files of
 tests/fixtures/family_qwen3moe_*.json (rebuilt by tools/family_models.py, sha256 checked), on the reference engine
 and on both kernel sets; the kernels' MoE plan against the numpy block; decode reads only the chosen experts and
 prefill runs each chosen expert once; one answer whatever the batch; bad files refused at load; the CLI and chat."""
@@ -23,7 +23,7 @@ KERNELS = ["float", pytest.param("avx2", marks=pytest.mark.skipif(not HAS_AVX2, 
 ENGINES = ["reference"] + KERNELS
 # A router whose k-th and (k+1)-th logits are closer than this may choose either side under llama.cpp's rounding
 # (8-bit activations, f16 KV cache): measured on family_qwen3moe_Q4_K_M, position 26, layer 1, a gap of 0.014 went
-# the other way (nbs/moe.ipynb shows that taking the other expert there gives cosine 0.99992 instead of 0.99896).
+# the other way (nbs/3_19_moe.ipynb shows that taking the other expert there gives cosine 0.99992 instead of 0.99896).
 ROUTER_TIE = 0.02
 
 CASES = ["qwen3moe", "mixtral", "olmoe"]   # Mixtral: a llama file with llama.expert_count; OLMoE: whole-row q/k norms
@@ -184,7 +184,7 @@ def test_bad_files_are_refused_at_load(q8_file, tmp_path, change, words):
 
 @pytest.mark.parametrize("case", CASES)
 def test_model_without_families_says_how_to_open_it(fixture_file, case):
-    "Chapter 06's Model runs a mixture of experts only with the families it is given; without, the error says how to open the file."
+    "Chapter 07's Model runs a mixture of experts only with the families it is given; without, the error says how to open the file."
     path = fixture_file(case, "F16")
     with pytest.raises(UnsupportedModelError) as e: Model(GGUFFile(path))
     for w in ("mixture-of-experts", "load(path)", "families=llmbook.moe.FAMILIES"): assert w in str(e.value), str(e.value)
@@ -201,7 +201,7 @@ def test_model_without_families_says_how_to_open_it(fixture_file, case):
 
 # ---------------------------------------------------------------- the CLI and chat
 def test_mixtral_file_is_llama_with_experts(fixture_file):
-    "A llama file with llama.expert_count runs Mixtral's family; the dense llama fixture still runs chapter 06's block."
+    "A llama file with llama.expert_count runs Mixtral's family; the dense llama fixture still runs chapter 07's block."
     m = llmbook.load(fixture_file("mixtral", "F16"), n_ctx=64)
     assert m.config.arch == "llama" and not m.config.rope_neox and m.config.experts.n_expert == 8
     assert all(lw.moe is not None and lw.ffn_gate is None for lw in m.weights.layers)
@@ -220,7 +220,7 @@ def test_cli_and_chat_run_qwen3moe(q8_file, capsys):
     assert isinstance(str(reply), str) and len(reply.tokens) >= 1
 
 def test_serve_runs_qwen3moe(q8_file):
-    "The OpenAI-style server (chapter 23) on a qwen3moe file: chat and completion, greedy, as the API gives."
+    "The OpenAI-style server (chapter 27) on a qwen3moe file: chat and completion, greedy, as the API gives."
     pytest.importorskip("fastapi"); pytest.importorskip("httpx")
     from fastapi.testclient import TestClient
     from llmbook.serve import make_app

@@ -1,4 +1,4 @@
-"""The one-page engine (nbs/1_10_one_page.ipynb) against llama.cpp (tests/fixtures/greedy_one_page.json, made by
+"""The one-page engine (nbs/1_00_one_page.ipynb) against llama.cpp (tests/fixtures/greedy_one_page.json, made by
 tools/make_one_page_fixture.py): the engine is the page's code cells whose first line starts with `# engine`,
 run here exactly as they are; it stays on one page (at most 300 non-blank lines), imports only numpy, the
 standard library and the book's GGUF reader and dequantizer, tokenizes every prompt as llama.cpp does, and picks
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import load_fixture
 
-NB = Path(__file__).resolve().parent.parent / "nbs" / "1_10_one_page.ipynb"
+NB = Path(__file__).resolve().parent.parent / "nbs" / "1_00_one_page.ipynb"
 MAX_LINES = 300
 # A step is "clear" when llama.cpp's top-2 logit margin is at least THRESHOLD. llama.cpp rounds activations to
 # 8 bits before its quantized products and keeps the KV cache in f16; the page computes in float32. Teacher-forced

@@ -1,4 +1,4 @@
-"""Chapter 17's quantizer on tiny random models (fast): the per-tensor rules, the files it writes, the refusals, the
+"""Chapter 21's quantizer on tiny random models (fast): the per-tensor rules, the files it writes, the refusals, the
 progress bar, and the measurement's own checks. tests/test_quantize.py compares the files with llama.cpp's."""
 import io
 import numpy as np

@@ -1,4 +1,4 @@
-"""llmbook.quants (chapter 02: the dequantizers, the classic quantizers) and llmbook.quantize's `quantize` (chapter 17:
+"""llmbook.quants (chapter 03: the dequantizers, the classic quantizers) and llmbook.quantize's `quantize` (chapter 21:
 the K-quants' searches besides) against gguf-py's reference (de)quantizers and llama.cpp's own (ggml's C reference
 functions, recorded in tests/fixtures/quants_ggml.json by tools/make_quant_fixtures.py), on random blocks.
 
@@ -17,7 +17,7 @@ from llmbook.tensors import GGMLType, GGML_TYPES, QTensor
 from llmbook.gguf import GGUFFile, GGUFWriter
 import llmbook.quants as quants
 from llmbook.quants import dequantize, dequantize_rows, supported_types
-from llmbook.quantize import quantize                 # chapter 02's, with chapter 17's K-quants
+from llmbook.quantize import quantize                 # chapter 03's, with chapter 21's K-quants
 
 # Byte offsets of the f16 scale fields in each block: random bytes there could be NaN/inf, so we set them.
 F16_FIELDS = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q2_K": [80, 82],
@@ -84,7 +84,7 @@ def test_supported_types_and_errors():
 
 
 def test_block_layouts_have_ggmls_sizes():
-    "Each block dtype of chapter 02 is exactly as long as ggml's block of that type (numpy packs fields, no padding)."
+    "Each block dtype of chapter 03 is exactly as long as ggml's block of that type (numpy packs fields, no padding)."
     blocks = {name[6:]: getattr(quants, name) for name in dir(quants) if name.startswith("BLOCK_")}
     assert set(blocks) >= {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
                            "IQ4_NL", "IQ4_XS", "MXFP4"}
@@ -181,7 +181,7 @@ def test_quantize_errors():
 
 
 def test_chapter_02_quantizes_the_classic_types_only():
-    "Chapter 02's `quantize` is chapter 17's for the classic types, byte for byte; the K-quants it refuses, saying where they are."
+    "Chapter 03's `quantize` is chapter 21's for the classic types, byte for byte; the K-quants it refuses, saying where they are."
     x = np.random.default_rng(5).standard_normal((4, 256)).astype(np.float32)
     for name in ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]:
         np.testing.assert_array_equal(quants.quantize(x, name).data, quantize(x, name).data)

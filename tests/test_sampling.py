@@ -17,7 +17,7 @@ from llmbook.sampling import (Sampler, SamplerSettings, apply_penalties, apply_t
 FIXTURES = Path(__file__).parent / "fixtures" / "sampling.json"
 
 def softmax(logits):
-    "Probabilities from logits (float32), the largest logit subtracted first (chapter 08's; the sampler does not use it)."
+    "Probabilities from logits (float32), the largest logit subtracted first (chapter 09's; the sampler does not use it)."
     logits = np.asarray(logits, dtype=np.float32)
     e = np.exp(logits - logits.max())
     return e / e.sum()
@@ -227,7 +227,7 @@ def test_greedy_is_argmax_after_penalties():
         assert ids[np.argmax(l)] == got
 
 def test_chain_is_the_stages_in_order():
-    "filter_candidates = bias, penalties, top-k, top-p, min-p, temperature, each stage applied by hand (chapter 08's figure)."
+    "filter_candidates = bias, penalties, top-k, top-p, min-p, temperature, each stage applied by hand (chapter 09's figure)."
     rng = np.random.default_rng(12)
     for _ in range(50):
         n = int(rng.integers(2, 3000)); x = _random_logits(rng, n); hist = rng.integers(0, n, 40).tolist()
@@ -275,7 +275,7 @@ def test_bad_inputs_raise_value_error():
 
 
 def test_hand_made_cases():
-    "Chapter 08's small worked examples: the penalties' sign rule, top-p's minimal nucleus, min-p's bar, the draw."
+    "Chapter 09's small worked examples: the penalties' sign rule, top-p's minimal nucleus, min-p's bar, the draw."
     x = np.float32([2.0, -2.0, 0.0, 1.0])
     assert np.allclose(apply_penalties(x, [0, 1, 2, 0], repeat_penalty=2.0), [1.0, -4.0, 0.0, 1.0])
     assert np.allclose(x, [2.0, -2.0, 0.0, 1.0])                                   # the input is not modified

@@ -320,7 +320,7 @@ def test_serve_help_and_import_without_the_extra():
 
 def test_a_stream_collected_after_its_server_stopped_says_nothing():
     """A streamed answer's generator can be collected (from a cycle) after its server's event loop closed; its slot is
-    then not handed back, quietly: no 'Event loop is closed' into stderr (seen on chapter 23's page)."""
+    then not handed back, quietly: no 'Event loop is closed' into stderr (seen on chapter 27's page)."""
     import asyncio, gc, weakref
     from llmbook.serve import call_on_loop
     ran, raised = [], []

@@ -1,6 +1,6 @@
 """Continuous batching (issue 27): one forward pass per step over every slot's tokens, and one answer per request.
 
-The engine's `forward_batch` (chapter 15) against each part run alone, the batcher of chapter 23 in-process (sessions
+The engine's `forward_batch` (chapter 15) against each part run alone, the batcher of chapter 27 in-process (sessions
 generating at once against each alone), and the real server: concurrent requests with different prompt lengths,
 seeds, temperatures, grammars and stop strings against each sent alone. Every comparison is exact."""
 import threading

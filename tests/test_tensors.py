@@ -1,4 +1,4 @@
-"""Chapter 00 (llmbook.tensors): strides and views, bf16, the GGML type table and QTensor's views and checks."""
+"""Chapter 01 (llmbook.tensors): strides and views, bf16, the GGML type table and QTensor's views and checks."""
 import numpy as np
 import pytest
 
@@ -26,7 +26,7 @@ def test_bf16_round_trip():
 
 
 def test_type_sizes_are_ggml_s():
-    "The block geometry chapter 00's table gives, against the sizes llama.cpp's ggml.c uses."
+    "The block geometry chapter 01's table gives, against the sizes llama.cpp's ggml.c uses."
     expected = {"F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "Q4_0": (32, 18), "Q4_1": (32, 20),
                 "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34), "Q2_K": (256, 84), "Q3_K": (256, 110),
                 "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210), "Q8_K": (256, 292)}

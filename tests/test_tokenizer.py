@@ -118,7 +118,7 @@ def test_stream_decoder_invalid_utf8(model):
 
 
 def test_spm_from_scratch_matches_llama_cpp():
-    "Chapter 07's plain-Python SentencePiece BPE (`spm_merge`, `spm_ids`) gives llama.cpp's ids on Gemma 3's real vocabulary."
+    "Chapter 08's plain-Python SentencePiece BPE (`spm_merge`, `spm_ids`) gives llama.cpp's ids on Gemma 3's real vocabulary."
     path = gemma3_file()
     if path is None: pytest.fail("Gemma 3 is not installed")
     with GGUFFile(path) as f: tok = Tokenizer.from_gguf(f)

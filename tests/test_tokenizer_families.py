@@ -85,7 +85,7 @@ def test_phi3_rule_needs_the_name():
     with_name = Tokenizer(md, EXTRAS).encode("<|user|>\nHi", parse_special=True)
     without = Tokenizer({**md, "general.name": "some model"}, EXTRAS).encode("<|user|>\nHi", parse_special=True)
     assert len(without) > len(with_name)
-    assert Tokenizer(md).encode("<|user|>\nHi", parse_special=True) == without    # chapter 07 alone: no per-model rules
+    assert Tokenizer(md).encode("<|user|>\nHi", parse_special=True) == without    # chapter 08 alone: no per-model rules
 
 
 # ---------------------------------------------------------------- llama.cpp's own test vocabularies
@@ -117,6 +117,6 @@ from make_tokenizer_fixtures import SPM_CHAT_TESTS as FX_CHAT
 
 
 def test_load_hands_the_extras_to_the_tokenizer():
-    "Chapter 19's `load` passes the tokenizers chapter's EXTRAS, so every name above opens; chapter 07 alone knows two."
+    "Chapter 23's `load` passes the tokenizers chapter's EXTRAS, so every name above opens; chapter 08 alone knows two."
     import llmbook
     assert llmbook.load(n_ctx=32).tokenizer.extras is EXTRAS

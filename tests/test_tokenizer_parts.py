@@ -1,4 +1,4 @@
-"""The tokenizer's parts on toy vocabularies (no model file needed): the checks chapter 07 used to make inline,
+"""The tokenizer's parts on toy vocabularies (no model file needed): the checks chapter 08 used to make inline,
 kept here so the chapter can show the idea and leave the edge cases to the tests."""
 import random, re
 
@@ -16,7 +16,7 @@ TOY_TEXT = ("The quick brown fox jumps over the lazy dog. The dog sleeps; the fo
 
 
 def bpe_simple(symbols, ranks):
-    "BPE by rescanning (chapter 07): merge the best-ranked adjacent pair, leftmost on ties, until none is left."
+    "BPE by rescanning (chapter 08): merge the best-ranked adjacent pair, leftmost on ties, until none is left."
     symbols = list(symbols)
     while len(symbols) > 1:
         pair_ranks = [ranks.get(f"{a} {b}", 1 << 62) for a, b in zip(symbols, symbols[1:])]
@@ -129,7 +129,7 @@ def test_split_special_takes_whitespace_where_asked():
 
 
 def test_heap_merge_equals_rescanning():
-    "Chapter 07's heap (`bpe_merge`) gives the rescanning loop's pieces, and the ids of those pieces, on random words."
+    "Chapter 08's heap (`bpe_merge`) gives the rescanning loop's pieces, and the ids of those pieces, on random words."
     token_id = {t: i for i, t in enumerate(BYTE_TO_UNICODE + [rule.replace(" ", "") for rule in TOY_MERGES])}
     table, ranks = merge_table(TOY_MERGES, token_id), {rule: i for i, rule in enumerate(TOY_MERGES)}
     assert {r: (v >> 32, v & NOT_A_TOKEN) for r, v in list(table.items())[:3]} == {

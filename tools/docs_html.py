@@ -3,7 +3,7 @@ would (front matter, hidden and exported cells, `show_doc` for the exported API,
 that define it), then nbconvert turns every processed page into `_docs_html/<name>.html`.
 
     python tools/docs_html.py              # every page, into _docs_html/
-    python tools/docs_html.py index 1_04_attention
+    python tools/docs_html.py index 1_05_attention
     python tools/docs_html.py --out DIR    # somewhere else than _docs_html/
     python tools/docs_html.py --readme     # write README.md from nbs/index.ipynb
 
@@ -219,7 +219,7 @@ def readme_markdown():
         "enabled": True, "remove_input_tags": {"remove_input"}, "remove_all_outputs_tags": {"remove_output"}}})
     md, _ = exporter.from_notebook_node(nb)
     md = re.sub(r"\n{3,}", "\n\n", md).strip() + "\n"
-    md = re.sub(r"\]\(([123]_\d\d_\w+|glossary|testmodels|moe)\.ipynb(#[\w-]+)?\)", r"](nbs/\1.ipynb\2)", md)
+    md = re.sub(r"\]\(([1-4]_\d\d_\w+|glossary|testmodels|notes)\.ipynb(#[\w-]+)?\)", r"](nbs/\1.ipynb\2)", md)
     return re.sub(r"\]\((images/[\w.-]+)\)", r"](nbs/\1)", md)         # README.md sits above nbs/
 
 if __name__ == "__main__":

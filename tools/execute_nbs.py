@@ -2,9 +2,9 @@
 rendered pages (and GitHub's view of nbs/) show what each cell printed and drew.
 
     python tools/execute_nbs.py                    # every nbs/*.ipynb
-    python tools/execute_nbs.py 1_00_tensors 1_04_attention
+    python tools/execute_nbs.py 1_01_tensors 1_05_attention
     python tools/execute_nbs.py --timeout 1800     # seconds allowed per cell (default 1200)
-    python tools/execute_nbs.py --out /tmp/x 1_00_tensors   # run copies in /tmp/x, leave nbs/ alone
+    python tools/execute_nbs.py --out /tmp/x 1_01_tensors   # run copies in /tmp/x, leave nbs/ alone
 
 Slow cells (`#| slow`: real models, benchmarks) run too: the saved outputs are the real ones. Each
 notebook runs with the working directory `nbs/`, as `nbdev_test` does; widget state is stored so the

@@ -1,5 +1,5 @@
 """Make tests/fixtures/greedy_one_page.json from llama.cpp (llama-cpp-python), for the one-page engine
-(nbs/1_10_one_page.ipynb) and tests/test_one_page.py.
+(nbs/1_00_one_page.ipynb) and tests/test_one_page.py.
 
 Run with a Python that has llama-cpp-python (never a dependency of llmbook), from the repository root:
 

@@ -179,7 +179,7 @@ def main():
                                          "llama_cpp_on_ours": g["tokens"], "llama_cpp_margins": g["margins"],
                                          "llmbook_on_ours": mine}
             print("SmolLM2", t, "llama.cpp:", g["tokens"], "\n     llmbook:  ", mine, file=sys.stderr)
-        # llama.cpp measures the Q4_0 file against the original on chapter 17's sample text
+        # llama.cpp measures the Q4_0 file against the original on chapter 21's sample text
         from llmbook.quantize import SAMPLE_TEXT, evaluation_windows
         from llmbook.tokenizer import Tokenizer
         from llmbook.gguf import GGUFFile
