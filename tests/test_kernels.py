@@ -305,7 +305,7 @@ def test_rmsnorm_and_add_rmsnorm():
 
 @pytest.mark.parametrize("n_heads,n_kv", [(9, 3), (4, 1), (4, 4)])
 @pytest.mark.parametrize("window", [0, 1, 7])
-def test_attention_matches_chapter_04(n_heads, n_kv, window):
+def test_attention_matches_chapter_05(n_heads, n_kv, window):
     rng = np.random.default_rng(n_heads + window)
     n_layers, n_ctx, hd, layer = 3, 40, 32, 2
     kc = rng.standard_normal((n_layers, n_kv, n_ctx, hd)).astype(np.float32)

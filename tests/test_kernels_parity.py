@@ -31,7 +31,7 @@ def test_decode_matches_prefill(smollm2_path):
 
 @pytest.mark.parametrize("neox", [False, True])
 @pytest.mark.parametrize("n_rot,head_dim", [(64, 64), (256, 256), (32, 64)])
-def test_bench_rope_matches_chapter_04(neox, n_rot, head_dim):
+def test_bench_rope_matches_chapter_05(neox, n_rot, head_dim):
     "The minimal forward pass's own RoPE kernel against chapter 05's apply_rope (both pairings, partial rotation)."
     import decode_smollm2 as D
     from llmbook.attention import rope_freqs, rope_cos_sin, apply_rope

@@ -20,7 +20,7 @@ def test_q8_0_memory_and_shape():
     assert np.array_equal(s.encode(x).reshape(-1), quantize(x, "Q8_0").data) and s.encode(x).shape == (3, 5, 68)
     np.testing.assert_array_equal(s.decode(s.encode(x)), dequantize(quantize(x, "Q8_0")).reshape(x.shape))
 
-def test_the_kernel_quantizes_as_chapter_02():
+def test_the_kernel_quantizes_as_chapter_03():
     rng = np.random.default_rng(0)
     rows = rng.standard_normal((64, 128)).astype(np.float32) * 5
     rows[0] = 0                                               # a block of zeros: d = 0, q = 0

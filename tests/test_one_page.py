@@ -59,7 +59,7 @@ def test_engine_imports_only_numpy_and_the_file_reader():
                 assert name in allowed or name.split(".")[0] in sys.stdlib_module_names, f"the engine imports {name}"
 
 
-def test_tokenizer_matches_llamacpp_and_chapter_07(engine, cases, smollm2_path):
+def test_tokenizer_matches_llamacpp_and_chapter_08(engine, cases, smollm2_path):
     ns, m = engine
     tok, encode, decode = m.tokenizer, ns["encode"], ns["decode"]
     for c in cases:

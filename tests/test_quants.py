@@ -180,7 +180,7 @@ def test_quantize_errors():
         quantize(np.array(["a"] * 32), "Q8_0")
 
 
-def test_chapter_02_quantizes_the_classic_types_only():
+def test_chapter_03_quantizes_the_classic_types_only():
     "Chapter 03's `quantize` is chapter 21's for the classic types, byte for byte; the K-quants it refuses, saying where they are."
     x = np.random.default_rng(5).standard_normal((4, 256)).astype(np.float32)
     for name in ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]:
