@@ -162,17 +162,17 @@ def draw(F, stem=None):
     X, TW = 40, 240
     cx = X + TW / 2
     M.box("text", "tok", X, 50, TW, 44, f"“{F['prompt']}”", title_style="italic")
-    M.box("encode", "tok", X, 116, TW, 44, "tokenizer: encode", "text → token ids (BPE)", "07")
+    M.box("encode", "tok", X, 116, TW, 44, "tokenizer: encode", "text → token ids (BPE)", "08")
     M.box("ids", "tok", X, 182, TW, 44, "token ids", " ".join(map(str, F["ids"])))
-    M.box("embed", "model", X, 248, TW, 50, "embedding", f"a row of {V} × {d} per id", "06")
-    M.box("block", "model", X, 322, TW, 64, f"transformer block × {F['layers']}", f"{n} × {d} in, {n} × {d} out", "06")
-    M.box("final_norm", "model", X, 410, TW, 44, "final RMSNorm", f"{n} × {d}", "04")
+    M.box("embed", "model", X, 248, TW, 50, "embedding", f"a row of {V} × {d} per id", "07")
+    M.box("block", "model", X, 322, TW, 64, f"transformer block × {F['layers']}", f"{n} × {d} in, {n} × {d} out", "07")
+    M.box("final_norm", "model", X, 410, TW, 44, "final RMSNorm", f"{n} × {d}", "05")
     M.box("out_proj", "mat", X, 474, TW, 60, "output projection",
-          [f"{d} → {V}"] + (["the embedding's matrix again"] if F["tied"] else []), "03")
+          [f"{d} → {V}"] + (["the embedding's matrix again"] if F["tied"] else []), "04")
     M.box("logits", "samp", X, 552, TW, 44, "logits", f"{V} scores per position")
-    M.box("sampler", "samp", X, 616, TW, 50, "sampler", "temperature, top-k, top-p, min-p", "08")
+    M.box("sampler", "samp", X, 616, TW, 50, "sampler", "temperature, top-k, top-p, min-p", "09")
     M.box("next", "samp", X, 688, TW, 44, "next token id", f"{F['next']}")
-    M.box("decode", "tok", X, 754, TW, 44, "tokenizer: decode", f"{F['next']} → “{F['piece']}”", "07")
+    M.box("decode", "tok", X, 754, TW, 44, "tokenizer: decode", f"{F['next']} → “{F['piece']}”", "08")
     for a, b, part, lab in [(94, 116, "encode", None), (160, 182, "ids", None), (226, 248, "embed", None),
                             (298, 322, "block", f"x: {n} × {d}, the hidden state"), (386, 410, "final_norm", None),
                             (454, 474, "out_proj", None), (534, 552, "logits", f"{n} × {V}"),
@@ -186,10 +186,10 @@ def draw(F, stem=None):
             rotate=-90)
 
     # The file, its tensors, the blocks they hold (top right), and the weights going into the model.
-    M.box("file", "file", 330, 50, 170, 60, "GGUF file", f"{F['mb']:.0f} MB · {F['n_tensors']} tensors", "01")
-    M.box("tensors", "file", 522, 50, 170, 60, "tensors (QTensor)", "views into the mmap", "00")
-    M.box("floats", "file", 714, 50, 150, 60, "blocks → floats", f"{F['w_type']}, {F['embd_type']}, …", "02")
-    M.box("quantize", "file", 884, 50, 100, 60, "quantize", "a new file", "17")
+    M.box("file", "file", 330, 50, 170, 60, "GGUF file", f"{F['mb']:.0f} MB · {F['n_tensors']} tensors", "02")
+    M.box("tensors", "file", 522, 50, 170, 60, "tensors (QTensor)", "views into the mmap", "01")
+    M.box("floats", "file", 714, 50, 150, 60, "blocks → floats", f"{F['w_type']}, {F['embd_type']}, …", "03")
+    M.box("quantize", "file", 884, 50, 100, 60, "quantize", "a new file", "21")
     M.line("tensors", [(500, 80), (522, 80)])
     M.line("floats", [(692, 80), (714, 80)])
     M.line("quantize", [(864, 80), (884, 80)])
@@ -216,37 +216,37 @@ def draw(F, stem=None):
         M.text(RX, y + 6, "+", 18, "bold", ink)
     # attention
     M.line("norm1", [(RX, 215), (400, 215)])
-    M.box("norm1", "model", 400, 197, 120, 36, "RMSNorm", badge="04")
+    M.box("norm1", "model", 400, 197, 120, 36, "RMSNorm", badge="05")
     M.line("wq", [(467, 233), (467, 255)]); M.line("wk", [(467, 242), (612, 242), (612, 255)])
     M.line("wv", [(612, 242), (757, 242), (757, 255)])
     for part, x0, out, nh in (("wq", 400, F["q_out"], F["heads"]), ("wk", 545, F["kv_out"], F["kv_heads"]),
                               ("wv", 690, F["kv_out"], F["kv_heads"])):
         M.box(part, "mat", x0, 255, 135, 50, f"{part[0].upper()}{part[1]}: {d} → {out}", f"{nh} heads × {F['hd']}",
-              "03", size=14.5)
+              "04", size=14.5)
     M.line("rope", [(467, 305), (467, 322)]); M.line("rope", [(612, 305), (612, 322)])
-    M.box("rope", "model", 400, 322, 280, 34, "RoPE: q, k turned by position", badge="04", size=14.5)
+    M.box("rope", "model", 400, 322, 280, 34, "RoPE: q, k turned by position", badge="05", size=14.5)
     M.line("cache", [(680, 339), (840, 339)]); M.label("cache", 760, 333, "k", anchor="middle")
     M.line("cache", [(825, 280), (840, 280)])
     M.box("cache", "cache", 840, 255, 132, 101, "KV cache", ["k and v of every", "position so far,",
-          f"{F['kv_heads']} heads × {F['hd']}"], "05")
+          f"{F['kv_heads']} heads × {F['hd']}"], "06")
     M.line("attn", [(540, 356), (540, 378)]); M.label("attn", 548, 372, "q")
     M.line("attn", [(906, 356), (906, 378)])
     M.box("attn", "model", 400, 378, 572, 50, "attention: softmax(q·kᵀ / {:g} + causal mask) · v".format(F["scale"]),
-          f"{F['heads']} query heads share {F['kv_heads']} key/value heads (GQA)", "04")
+          f"{F['heads']} query heads share {F['kv_heads']} key/value heads (GQA)", "05")
     M.line("wo", [(467, 428), (467, 446)])
-    M.box("wo", "mat", 400, 446, 135, 40, f"Wo: {d} → {d}", badge="03", size=14.5)
+    M.box("wo", "mat", 400, 446, 135, 40, f"Wo: {d} → {d}", badge="04", size=14.5)
     M.line("add1", [(400, 466), (RX + 11, 466)])
     M.label("add1", 550, 471, "x ← x + attention: the residual")
     # FFN
     M.line("norm2", [(RX, 524), (400, 524)])
-    M.box("norm2", "model", 400, 506, 120, 36, "RMSNorm", badge="04")
+    M.box("norm2", "model", 400, 506, 120, 36, "RMSNorm", badge="05")
     M.line("gate", [(467, 542), (467, 560)]); M.line("up", [(467, 551), (627, 551), (627, 560)])
-    M.box("gate", "mat", 400, 560, 150, 42, f"gate: {d} → {F['ff']}", badge="03", size=14.5)
-    M.box("up", "mat", 560, 560, 150, 42, f"up: {d} → {F['ff']}", badge="03", size=14.5)
+    M.box("gate", "mat", 400, 560, 150, 42, f"gate: {d} → {F['ff']}", badge="04", size=14.5)
+    M.box("up", "mat", 560, 560, 150, 42, f"up: {d} → {F['ff']}", badge="04", size=14.5)
     M.line("act", [(475, 602), (475, 620)]); M.line("act", [(635, 602), (635, 620)])
-    M.box("act", "model", 400, 620, 310, 36, "SiLU(gate) × up: the gated FFN", badge="04", size=14.5)
+    M.box("act", "model", 400, 620, 310, 36, "SiLU(gate) × up: the gated FFN", badge="05", size=14.5)
     M.line("down", [(475, 656), (475, 674)])
-    M.box("down", "mat", 400, 674, 150, 42, f"down: {F['ff']} → {d}", badge="03", size=14.5)
+    M.box("down", "mat", 400, 674, 150, 42, f"down: {F['ff']} → {d}", badge="04", size=14.5)
     M.line("add2", [(400, 695), (RX + 11, 695)])
     M.label("add2", 562, 700, "x ← x + FFN")
     for i, s in enumerate(["Each branch reads a normalized", "copy of x and adds its result", "back to x: x flows down the",
