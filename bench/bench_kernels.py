@@ -10,7 +10,7 @@ The machine may be shared: each number is the best of several runs, and it is wo
 import argparse, json, sys, time
 import numba
 import numpy as np
-from llmbook import kernels as K, packed as P, runtime as R
+from llmbook import packed as P, runtime as R
 from llmbook import attention_kernels as A
 from decode_smollm2 import rope, add          # bench/: the RoPE and residual-add kernels of the minimal forward pass
 
@@ -35,7 +35,7 @@ def bench_matvec(types, shapes, min_seconds):
     for name in types:
         for shape in shapes:
             if shape[1] % (256 if name in ("Q4_K", "Q5_K", "Q6_K") else 32): continue
-            qt = K.random_qtensor(name, shape, seed=0)
+            qt = P.random_qtensor(name, shape, seed=0)
             w = P.pack(qt)
             x = np.random.default_rng(1).standard_normal(shape[1]).astype(np.float32)
             out = np.empty(shape[0], np.float32)
@@ -49,11 +49,11 @@ def decode_step_estimate(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layer
                          weight_type="Q4_1", head_type="Q8_0", n_past=64, repeat=5) -> dict:
     "Time the kernels of one decode step on random weights of a llama-shaped model: ms per token and MACs."
     hd = n_embd // n_heads
-    qkv = P.pack(K.random_qtensor(weight_type, (n_embd + 2 * n_kv_heads * hd, n_embd), 1))
-    wo = P.pack(K.random_qtensor(weight_type, (n_embd, n_embd), 2))
-    gate_up = P.pack(K.random_qtensor(weight_type, (2 * n_ff, n_embd), 3))
-    down = P.pack(K.random_qtensor(weight_type, (n_embd, n_ff), 4))
-    head = P.pack(K.random_qtensor(head_type, (n_vocab, n_embd), 5))
+    qkv = P.pack(P.random_qtensor(weight_type, (n_embd + 2 * n_kv_heads * hd, n_embd), 1))
+    wo = P.pack(P.random_qtensor(weight_type, (n_embd, n_embd), 2))
+    gate_up = P.pack(P.random_qtensor(weight_type, (2 * n_ff, n_embd), 3))
+    down = P.pack(P.random_qtensor(weight_type, (n_embd, n_ff), 4))
+    head = P.pack(P.random_qtensor(head_type, (n_vocab, n_embd), 5))
     rng = np.random.default_rng(0)
     norm_w = np.ones(n_embd, np.float32)
     Kc = rng.standard_normal((1, n_kv_heads, n_past + 1, hd)).astype(np.float32)
@@ -97,9 +97,9 @@ def bench_prefill(n_tokens=64, n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n
     """Time the matrix products of a prefill of n_tokens (all logits): ms and tokens/s, with the fused tiles of
     `PackedMatrix.matmul`, or (`blas=True`) each matrix dequantized whole by its rows kernel and multiplied by BLAS."""
     hd = n_embd // n_heads
-    mats = [P.pack(K.random_qtensor(weight_type, s, i)) for i, s in enumerate(
+    mats = [P.pack(P.random_qtensor(weight_type, s, i)) for i, s in enumerate(
         [(n_embd + 2 * n_kv_heads * hd, n_embd), (n_embd, n_embd), (2 * n_ff, n_embd), (n_embd, n_ff)])]
-    head = P.pack(K.random_qtensor(head_type, (n_vocab, n_embd), 9))
+    head = P.pack(P.random_qtensor(head_type, (n_vocab, n_embd), 9))
     dense = np.empty(max(m.n_rows * m.n_cols for m in mats + [head]), np.float32) if blas else None
     X = {n: np.random.default_rng(0).standard_normal((n_tokens, n)).astype(np.float32) for n in (n_embd, n_ff)}
     outs = [np.empty((n_tokens, m.n_rows), np.float32) for m in mats]

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['STOP_REASONS', 'MAX_LOGPROBS', 'LLM', 'StopMatcher', 'Completion', 'TokenStep', 'Stream', 'ChatTemplateError',
-           'check_messages', 'render_chat', 'Session', 'SessionSnapshot', 'common_prefix', 'logits_lp']
+           'check_messages', 'render_chat', 'Session', 'SessionSnapshot', 'common_prefix', 'sampler_settings']
 
 # %% ../nbs/1_10_generate.ipynb #9570c296
 import json, threading, time
@@ -86,16 +86,11 @@ class Completion(str):
         self.reasoning = reasoning  # a reasoning model's thinking, apart from the text (a reply format's, see `chat`); else None
         return self
 
-    @property
-    def text(self) -> str: return str.__str__(self)
-    @property
-    def prefill_tps(self) -> float:
-        "Prompt tokens run per second of prefill."
-        return self.n_prompt / self.prefill_s if self.prefill_s > 0 else 0.0
-    @property
-    def decode_tps(self) -> float:
-        "Generated tokens run per second of decoding (each is one forward pass of one token)."
-        return self.n_decoded / self.decode_s if self.decode_s > 0 else 0.0
+    text = property(lambda self: str.__str__(self))
+    prefill_tps = property(lambda self: self.n_prompt / self.prefill_s if self.prefill_s > 0 else 0.0,
+                           doc="Prompt tokens run per second of prefill.")
+    decode_tps = property(lambda self: self.n_decoded / self.decode_s if self.decode_s > 0 else 0.0,
+                          doc="Generated tokens run per second of decoding (each is one forward pass of one token).")
 
     def timings(self) -> str:
         return (f"prefill {self.n_prompt} tokens in {self.prefill_s:.3f} s ({self.prefill_tps:.1f} tok/s), "
@@ -291,20 +286,14 @@ class _CompletionDecoder(StreamDecoder):
 # %% ../nbs/1_10_generate.ipynb #902dad7a
 MAX_LOGPROBS = 20   # as OpenAI's API: at most 20 alternatives per token
 
-def _log_softmax_top(logits, n):
-    "The log of the softmax's denominator of `logits`, and the `n` best tokens with their log-probabilities."
-    x = np.asarray(logits, dtype=np.float32)
+def _log_softmax_top(x, n):
+    "The log of the softmax's denominator of float32 logits `x`, and the `n` best tokens with their log-probabilities."
     top = float(x.max())
     norm = top + float(np.log(np.exp(x - top).sum(dtype=np.float64)))
-    if n == 0: return (x, norm), []
+    if n == 0: return norm, []
     best = np.argpartition(-x, n - 1)[:n]
     best = best[np.argsort(-x[best], kind="stable")]
-    return (x, norm), [(int(t), float(x[t]) - norm) for t in best]
-
-def logits_lp(norm, token):
-    "The log-probability of `token` from what `_log_softmax_top` returned."
-    x, lse = norm
-    return float(x[token]) - lse
+    return norm, [(int(t), float(x[t]) - norm) for t in best]
 
 def _bias(logit_bias):
     "`logit_bias` ({token id: bias}, or pairs) as the sampler's sorted tuple; keys may be digit strings (JSON)."
@@ -316,6 +305,14 @@ def _bias(logit_bias):
         if isinstance(v, (int, float)) and not isinstance(v, bool): v = float(v)
         out[k] = v
     return tuple(sorted(out.items(), key=lambda kv: str(kv[0])))
+
+def sampler_settings(temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
+                     repeat_penalty: float = 1.0, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                     penalty_last_n: int = 64, seed: int | None = 0, logit_bias: dict | None = None) -> SamplerSettings:
+    "Chapter 09's `SamplerSettings` from the sampling arguments of `generate` and `chat`: greedy unless given a temperature."
+    return SamplerSettings(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+                           presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                           penalty_last_n=penalty_last_n, seed=seed, logit_bias=_bias(logit_bias))
 
 # %% ../nbs/1_10_generate.ipynb #f11e8305
 def _constraint(grammar):
@@ -361,7 +358,7 @@ def _run(self: Session, ids, sampler: Sampler, max_tokens, stopper: StopMatcher,
         out.append(token); history.append(token); self.pending.append(token)
         step = TokenStep(token, "", *(_chosen(sampler, token) if details else (None, 0.0)))
         if scores is not None:
-            step.logprob, step.top_logprobs = float(logits_lp(norm, token)), top
+            step.logprob, step.top_logprobs = float(logits[token]) - norm, top
             scores.append((token, step.logprob, top))
         if is_eog(token) and not ignore_eos:
             reason = "eos"; yield step; break
@@ -381,11 +378,10 @@ def _run(self: Session, ids, sampler: Sampler, max_tokens, stopper: StopMatcher,
 def _start(self: Session, ids, settings: SamplerSettings, max_tokens, stop, stream, details, cancel,
            ignore_eos=False, context_shift=False, on_done=None, grammar=None, logprobs=None):
     "Run the loop to its end (a `Completion`), or hand it out as a `Stream` of pieces or of `TokenStep`s."
-    if max_tokens is not None and (not isinstance(max_tokens, (int, np.integer)) or isinstance(max_tokens, bool)
-                                   or max_tokens < 0):
+    int_in = lambda v, hi: v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v <= hi)
+    if not int_in(max_tokens, np.inf):
         raise ValueError(f"max_tokens must be an integer >= 0 (or None: until the context is full), got {max_tokens!r}")
-    if logprobs is not None and (not isinstance(logprobs, (int, np.integer)) or isinstance(logprobs, bool)
-                                 or not 0 <= logprobs <= MAX_LOGPROBS):
+    if not int_in(logprobs, MAX_LOGPROBS):
         raise ValueError(f"logprobs must be an integer in [0, {MAX_LOGPROBS}] (or None: off), got {logprobs!r}")
     if settings.logit_bias and max(t for t, _ in settings.logit_bias) >= self.tokenizer.n_vocab:
         bad = [t for t, _ in settings.logit_bias if t >= self.tokenizer.n_vocab]
@@ -408,44 +404,33 @@ def _start(self: Session, ids, settings: SamplerSettings, max_tokens, stop, stre
 
 # %% ../nbs/1_10_generate.ipynb #2dd52d43
 @patch
-def generate(self: Session, prompt, max_tokens: int | None = 32, temperature: float = 0.0, top_k: int = 40,
-             top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, seed: int | None = 0,
-             stop=(), ignore_eos: bool = False, stream: bool = False, context_shift: bool = False,
-             details: bool = False, cancel: threading.Event | None = None,
-             presence_penalty: float = 0.0, frequency_penalty: float = 0.0, penalty_last_n: int = 64,
-             logit_bias: dict | None = None, logprobs: int | None = None, grammar=None):
+@delegates(sampler_settings)
+def generate(self: Session, prompt, max_tokens: int | None = 32, stop=(), ignore_eos: bool = False,
+             stream: bool = False, context_shift: bool = False, details: bool = False,
+             cancel: threading.Event | None = None, logprobs: int | None = None, grammar=None, **kwargs):
     """Continue the context with `prompt` (text, or a list of token ids used as they are) and generate.
     A `Completion` (a str); with `stream=True` a `Stream` of text pieces, or with `details=True` too, of
-    `TokenStep`s. Setting the `cancel` event stops the generation between two tokens. `logit_bias` ({id: bias},
-    -inf bans), penalties and `logprobs` as in OpenAI's API; `grammar`, a constraint (an object with
-    `matcher(tokenizer)`, such as chapter 24's `Grammar`), limits the tokens."""
+    `TokenStep`s. Setting the `cancel` event stops the generation between two tokens. The sampling arguments are
+    `sampler_settings`'; `logit_bias` ({id: bias}, -inf bans), penalties and `logprobs` as in OpenAI's API;
+    `grammar`, a constraint (an object with `matcher(tokenizer)`, such as chapter 24's `Grammar`), limits the tokens."""
     ids = self.encode(prompt) if isinstance(prompt, str) else _token_ids(prompt)
     if not ids and not self.pending: raise ValueError("empty prompt: give some text or token ids")
-    settings = SamplerSettings(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                               repeat_penalty=repeat_penalty, seed=seed, presence_penalty=presence_penalty,
-                               frequency_penalty=frequency_penalty, penalty_last_n=penalty_last_n,
-                               logit_bias=_bias(logit_bias))
-    return self._start(ids, settings, max_tokens, stop, stream, details, cancel, ignore_eos, context_shift,
-                       grammar=_constraint(grammar), logprobs=logprobs)
+    return self._start(ids, sampler_settings(**kwargs), max_tokens, stop, stream, details, cancel, ignore_eos,
+                       context_shift, grammar=_constraint(grammar), logprobs=logprobs)
 
 # %% ../nbs/1_10_generate.ipynb #87b0f389
 @patch
-def chat(self: Session, message, max_tokens: int | None = 256, temperature: float = 0.0, top_k: int = 40,
-         top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, seed: int | None = 0, stop=(),
-         stream: bool = False, template: str | None = None, details: bool = False,
-         cancel: threading.Event | None = None,
-         presence_penalty: float = 0.0, frequency_penalty: float = 0.0, penalty_last_n: int = 64,
-         logit_bias: dict | None = None, logprobs: int | None = None, grammar=None):
+@delegates(sampler_settings)
+def chat(self: Session, message, max_tokens: int | None = 256, stop=(), stream: bool = False,
+         template: str | None = None, details: bool = False, cancel: threading.Event | None = None,
+         logprobs: int | None = None, grammar=None, **kwargs):
     """Add `message` (a str, the user's turn; or a message dict, or a list of them) to the conversation and
     generate the assistant's answer, which joins the conversation. A `Completion`, or a `Stream` as `generate`;
     the sampling, `logprobs` and `grammar` arguments as `generate`."""
     new = [{"role": "user", "content": message}] if isinstance(message, str) else \
           check_messages([message] if isinstance(message, dict) else message)
     messages = check_messages(self.messages + new)
-    settings = SamplerSettings(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                               repeat_penalty=repeat_penalty, seed=seed, presence_penalty=presence_penalty,
-                               frequency_penalty=frequency_penalty, penalty_last_n=penalty_last_n,
-                               logit_bias=_bias(logit_bias))
+    settings = sampler_settings(**kwargs)
     constraint = _constraint(grammar)                    # a bad constraint fails before the context changes
     self.reuse_prefix(self.model.chat_prompt(messages, template))
     def turn_done(c):                                    # the conversation changes only when a turn completes

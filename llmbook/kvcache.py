@@ -51,11 +51,7 @@ def cache_bytes(n_kv_heads: int, n_ctx: int, head_dim: int, windows, n_batch: in
 # %% ../nbs/1_06_kvcache.ipynb #6c9418e1
 class KVCache:
     "Keys and values of past tokens for every layer, allocated once: `n_ctx` slots a layer, or a ring for a windowed layer."
-    def __init__(self,
-                 n_layers: int,                 # one K and one V block per layer
-                 n_kv_heads: int,               # KV heads per layer (fewer than query heads with GQA)
-                 n_ctx: int,                    # positions the context holds
-                 head_dim: int,                 # values per head
+    def __init__(self, n_layers: int, n_kv_heads: int, n_ctx: int, head_dim: int,   # the shape: see "The design"
                  max_bytes: int | None = None,  # refuse (ValueError) a cache larger than this, instead of allocating it
                  windows=None,                  # each layer's sliding window (0: sees the whole context); default all 0
                  n_batch: int = 512,            # most tokens one forward pass may add when some layer keeps a ring
@@ -86,7 +82,6 @@ class KVCache:
         self.ring_floor = 0                                   # the rings hold positions ring_floor..pos-1
 
     n_kv_heads = property(lambda self: self.k.shape[1])
-    n = property(lambda self: self.pos, doc="Number of filled positions (alias of `pos`).")
     n_free = property(lambda self: self.n_ctx - self.pos)
     nbytes = property(lambda self: self.k.nbytes + self.v.nbytes + self.k_ring.nbytes + self.v_ring.nbytes)
 
@@ -170,14 +165,14 @@ def reuse_prefix(self: KVCache, ids) -> int:
 # %% ../nbs/1_06_kvcache.ipynb #0628dca0
 @dataclass
 class KVSnapshot:
-    "A copy of a cache's filled slots: restore it to go back to this point (e.g. after a shared prompt)."
+    "A copy of a cache's filled slots (the rings whole: they are small): restore it to go back to this point."
     pos: int
     k: np.ndarray
     v: np.ndarray
     tokens: np.ndarray
-    k_ring: np.ndarray | None = None    # the rings, whole (they are small), and the first position they hold
-    v_ring: np.ndarray | None = None
-    ring_floor: int = 0
+    k_ring: np.ndarray
+    v_ring: np.ndarray
+    ring_floor: int                     # the first position the rings hold
 
 @patch
 def snapshot(self: KVCache) -> KVSnapshot:
@@ -189,11 +184,10 @@ def snapshot(self: KVCache) -> KVSnapshot:
 def restore(self: KVCache, snap: KVSnapshot):
     "Put the cache back to the state `snap` was taken in (it must come from a cache of the same shape)."
     want = (self.k.shape[0], self.n_kv_heads, snap.pos, self.k.shape[3])
-    ring = self.k_ring.shape if snap.k_ring is None else snap.k_ring.shape
-    if snap.k.shape != want or snap.pos > self.n_ctx or ring != self.k_ring.shape:
+    if snap.k.shape != want or snap.pos > self.n_ctx or snap.k_ring.shape != self.k_ring.shape:
         raise ValueError(f"snapshot of shape {snap.k.shape} does not fit this cache {self.k.shape}")
     self.k[:, :, :snap.pos], self.v[:, :, :snap.pos] = snap.k, snap.v
-    if snap.k_ring is not None: self.k_ring[:], self.v_ring[:] = snap.k_ring, snap.v_ring
+    self.k_ring[:], self.v_ring[:] = snap.k_ring, snap.v_ring
     self.tokens[:snap.pos], self.tokens[snap.pos:] = snap.tokens, -1
     self.pos, self.ring_floor = snap.pos, snap.ring_floor
 
@@ -218,8 +212,7 @@ def shift(self: KVCache, n_keep: int, n_discard: int, rotate_keys=None):
     for layer, (K, V, i) in enumerate(self.layers):
         if K is self.k_ring: self._shift_ring(layer, i, *ring_moves, n_keep, n_discard, rotate_keys)
         elif rotate_keys is not None:
-            s = self.storage
-            K[i, :, n_keep:end] = s.encode(rotate_keys(layer, s.decode(K[i, :, n_keep:end]), -n_discard))
+            K[i, :, n_keep:end] = self.storage.encode(rotate_keys(layer, self.storage.decode(K[i, :, n_keep:end]), -n_discard))
     if self.ring_slots: self.ring_floor = int(ring_moves[0][0])
     self.pos = end
 

@@ -27,10 +27,8 @@ class UnsupportedModelError(ValueError):
 
 # %% ../nbs/1_07_model.ipynb #14acdf69
 def family_of(f: GGUFFile, families=()):
-    """The family among `families` whose `arch` is `f`'s and which `applies(f)`, or None (llama and gemma3 need
-    none). Its hooks (`configure`, `layer_weights`, `rope_factors`, ...) are listed in the families chapter."""
-    arch = f.metadata.get("general.architecture")
-    return next((fam for fam in families if fam.arch == arch and fam.applies(f)), None)
+    "The family among `families` for `f`'s architecture that `applies(f)`, or None (llama and gemma3 need none)."
+    return next((fam for fam in families if fam.arch == f.metadata.get("general.architecture") and fam.applies(f)), None)
 
 def scalings_of(f: GGUFFile, families=()) -> list:
     "The families among `families` for any architecture (`arch` None: RoPE scalings) that apply to `f`."
@@ -69,22 +67,44 @@ class ModelConfig:
     attn_softcap: float | None = None      # attention scores too (gemma2)
     rope_mscale: float = 1.0               # multiplies RoPE's cos and sin (LongRoPE's and YaRN's attn_factor)
 
-# %% ../nbs/1_07_model.ipynb #6004435b
-@patch
-def window(self: ModelConfig, layer: int) -> int | None:
-    "The sliding window of `layer`, or None for a layer that sees the whole context."
-    return self.sliding_window if layer in self.local_layers else None
+    def window(self, layer: int) -> int | None:
+        "The sliding window of `layer`, or None for a layer that sees the whole context."
+        return self.sliding_window if layer in self.local_layers else None
 
-@patch
-def layer_rope_base(self: ModelConfig, layer: int) -> float:
-    return self.rope_base_local if layer in self.local_layers and self.rope_base_local else self.rope_base
+    def layer_rope_base(self, layer: int) -> float:
+        return self.rope_base_local if layer in self.local_layers and self.rope_base_local else self.rope_base
+
+# %% ../nbs/1_07_model.ipynb #6004435b
+@patch(cls_method=True)
+def from_gguf(cls: ModelConfig, f: GGUFFile, families=()) -> ModelConfig:
+    "Read the configuration of the model in GGUF file `f` (an open `GGUFFile`); `families`: see `family_of`."
+    md, arch, name = f.metadata, f.metadata.get("general.architecture"), Path(f.path).name
+    family, scalings = family_of(f, families), scalings_of(f, families)
+    if family is None and not families and has_experts(f):
+        raise UnsupportedModelError(f"{name}: a mixture-of-experts {arch} model, and this Model was given no family that "
+                                    "runs one: open it with llmbook's load(path), or pass families=llmbook.moe.FAMILIES")
+    if arch not in SUPPORTED_ARCHS and family is None:
+        runs = ", ".join(dict.fromkeys(SUPPORTED_ARCHS + tuple(fam.arch for fam in families if fam.arch)))
+        raise UnsupportedModelError(f"{name}: architecture {arch!r} is not supported; llmbook runs {runs}"
+                                    + ("" if families else " here (llmbook's load(path) runs more: Part III's families)"))
+    scaling = md.get(f"{arch}.rope.scaling.type", "none")
+    if (scaling not in ("none", "linear") or "rope_freqs.weight" in f.tensors) and not scalings:
+        raise UnsupportedModelError(f"{name}: RoPE scaling {scaling!r} (or a rope_freqs.weight) is not supported here; llmbook's "
+                                    "load(path) runs yarn and Llama 3's factors (families=llmbook.families.FAMILIES)")
+    cfg = cls._shape(f, arch)
+    factor = md.get(f"{arch}.rope.scaling.factor", 0.0) or md.get(f"{arch}.rope.scale_linear", 0.0)
+    if scaling == "linear" and factor: cfg.rope_scale = 1.0 / float(factor)
+    if arch == "gemma3": cfg._gemma3_rules(md)
+    for fam in scalings + [family] * (family is not None): fam.configure(cfg, f)   # Part III's, handed in
+    cfg.validate()
+    return cfg
 
 # %% ../nbs/1_07_model.ipynb #126e5b00
-def _metadata_reader(f: GGUFFile, arch: str):
-    "A function `get(key, default=None, kind=int)` reading `{arch}.{key}` from `f`'s metadata, checked."
-    md = f.metadata
+@patch(cls_method=True)
+def _shape(cls: ModelConfig, f: GGUFFile, arch: str) -> ModelConfig:
+    "The configuration's fields that every architecture reads the same way, each key checked."
     def get(key, default=None, kind=int):
-        v = md.get(f"{arch}.{key}", default)
+        v = f.metadata.get(f"{arch}.{key}", default)
         if v is None: raise UnsupportedModelError(f"{Path(f.path).name}: metadata key {arch}.{key} is missing")
         if isinstance(v, list):          # some files give per-layer values: we need them all equal
             if len(set(v)) != 1: raise UnsupportedModelError(f"{arch}.{key} varies by layer ({v[:8]}...): not supported")
@@ -92,61 +112,23 @@ def _metadata_reader(f: GGUFFile, arch: str):
         if isinstance(v, (str, bytes)) or (kind is int and v != int(v)):
             raise UnsupportedModelError(f"metadata {arch}.{key} = {v!r} is not a {kind.__name__}")
         return kind(v)
-    return get
-
-# %% ../nbs/1_07_model.ipynb #a598545f
-@patch(cls_method=True)
-def from_gguf(cls: ModelConfig, f: GGUFFile, families=()) -> ModelConfig:
-    "Read the configuration of the model in GGUF file `f` (an open `GGUFFile`); `families`: see `family_of`."
-    md, arch, name = f.metadata, f.metadata.get("general.architecture"), Path(f.path).name
-    family, scalings = family_of(f, families), scalings_of(f, families)
-    if family is None and not families and has_experts(f):
-        raise UnsupportedModelError(f"{name}: a mixture-of-experts {arch} model; this Model was given no family that "
-                                    "runs one. Open it with llmbook's load(path), or pass the mixture-of-experts "
-                                    "chapter's families: Model(gguf, families=llmbook.moe.FAMILIES)")
-    if arch not in SUPPORTED_ARCHS and family is None:
-        runs = ", ".join(dict.fromkeys(SUPPORTED_ARCHS + tuple(fam.arch for fam in families if fam.arch)))
-        raise UnsupportedModelError(f"{name}: architecture {arch!r} is not supported; llmbook runs {runs}"
-                                    + ("" if families else " here (llmbook's load(path) runs more: Part III's families)"))
-    scaling = md.get(f"{arch}.rope.scaling.type", "none")
-    if (scaling not in ("none", "linear") or "rope_freqs.weight" in f.tensors) and not scalings:
-        raise UnsupportedModelError(f"{name}: RoPE scaling {scaling!r}{' with rope_freqs.weight' * ('rope_freqs.weight' in f.tensors)} "
-                                    "is not supported here (chapter 07 runs none and linear); llmbook's load(path) runs "
-                                    "yarn and Llama 3's factors: Model(gguf, families=llmbook.families.FAMILIES)")
-    cfg = cls._shape(f, arch)
-    factor = md.get(f"{arch}.rope.scaling.factor", 0.0) or md.get(f"{arch}.rope.scale_linear", 0.0)
-    if scaling == "linear" and factor: cfg.rope_scale = 1.0 / float(factor)
-    cfg.attn_scale = 1.0 / math.sqrt(cfg.head_dim)
-    if arch == "gemma3": cfg._gemma3_rules(md)
-    for fam in scalings + [family] * (family is not None): fam.configure(cfg, f)   # Part III's, handed in
-    cfg.validate()
-    return cfg
-
-# %% ../nbs/1_07_model.ipynb #7344b7ea
-@patch(cls_method=True)
-def _shape(cls: ModelConfig, f: GGUFFile, arch: str) -> ModelConfig:
-    "The configuration's fields that every architecture reads the same way."
-    get = _metadata_reader(f, arch)
     n_embd, n_heads = get("embedding_length"), get("attention.head_count")
-    if "token_embd.weight" not in f.tensors:
-        raise UnsupportedModelError(f"{Path(f.path).name}: no token_embd.weight tensor")
+    if "token_embd.weight" not in f.tensors: raise UnsupportedModelError(f"{Path(f.path).name}: no token_embd.weight tensor")
     head_dim = get("attention.key_length", n_embd // max(n_heads, 1))
-    if get("attention.value_length", head_dim) != head_dim:
-        raise UnsupportedModelError("key and value head sizes differ: not supported")
+    if get("attention.value_length", head_dim) != head_dim: raise UnsupportedModelError("key and value head sizes differ")
     return cls(arch=arch, n_layers=get("block_count"), n_embd=n_embd, n_heads=n_heads,
                n_kv_heads=get("attention.head_count_kv", n_heads), head_dim=head_dim,
                n_ff=get("feed_forward_length"), n_vocab=int(f.tensors["token_embd.weight"].shape[0]),
                n_ctx_train=get("context_length", 2048), n_rot=get("rope.dimension_count", head_dim),
                norm_eps=get("attention.layer_norm_rms_epsilon", 1e-5, float),
-               rope_base=get("rope.freq_base", 10000.0, float))
+               rope_base=get("rope.freq_base", 10000.0, float), attn_scale=1.0 / math.sqrt(head_dim))
 
 # %% ../nbs/1_07_model.ipynb #8c109b54
 @patch
 def _gemma3_rules(self: ModelConfig, md: dict):
     "Gemma 3's hard-coded rules, as llama.cpp applies them."
     self.ffn_act, self.embed_scale, self.rope_neox = "gelu_tanh", math.sqrt(self.n_embd), True
-    window = md.get("gemma3.attention.sliding_window", 0)
-    if window:
+    if window := md.get("gemma3.attention.sliding_window", 0):
         self.sliding_window = int(window)
         self.local_layers = tuple(i for i in range(self.n_layers) if i % 6 < 5)   # every 6th layer is global
         self.rope_base_local = float(md.get("gemma3.rope.freq_base_swa", 10000.0))
@@ -160,8 +142,7 @@ def _gemma3_rules(self: ModelConfig, md: dict):
 def validate(self: ModelConfig):
     "Sanity checks that keep bad metadata from becoming a crash or a huge allocation later."
     for k in ("n_layers", "n_embd", "n_heads", "n_kv_heads", "head_dim", "n_ff", "n_vocab", "n_rot"):
-        v = getattr(self, k)
-        if not 0 < v < 2**24: raise UnsupportedModelError(f"{k} = {v} is out of range")
+        if not 0 < (v := getattr(self, k)) < 2**24: raise UnsupportedModelError(f"{k} = {v} is out of range")
     if self.n_heads % self.n_kv_heads:
         raise UnsupportedModelError(f"{self.n_heads} query heads cannot share {self.n_kv_heads} KV heads evenly")
     if self.n_rot > self.head_dim or self.n_rot % 2:
@@ -239,13 +220,10 @@ def load_weights(f: GGUFFile, c: ModelConfig, families=()) -> ModelWeights:
             layers.append(family.layer_weights(f, p, c)); continue
         moe = family.ffn_weights(f, p, c) if hasattr(family, "ffn_weights") else None   # a mixture of experts
         mats, biases = layer_matrices(f, p, c, ffn=moe is None)
-        lw = LayerWeights(attn_norm=_vector(f, p + "attn_norm.weight", c.n_embd),
-                          ffn_norm=_vector(f, p + "ffn_norm.weight", c.n_embd), biases=biases, moe=moe, **mats)
-        for name in ("attn_q_norm", "attn_k_norm"):
-            setattr(lw, name, _vector(f, p + name + ".weight", c.head_dim, required=qk_norm))
-        if post_norms:
-            for name in ("post_attention_norm", "post_ffw_norm"): setattr(lw, name, _vector(f, p + name + ".weight", c.n_embd))
-        layers.append(lw)
+        names = ("attn_norm", "ffn_norm") + (("post_attention_norm", "post_ffw_norm") if post_norms else ())
+        norms = {n: _vector(f, p + n + ".weight", c.n_embd) for n in names}
+        norms |= {n: _vector(f, p + n + ".weight", c.head_dim, required=qk_norm) for n in ("attn_q_norm", "attn_k_norm")}
+        layers.append(LayerWeights(**mats, **norms, biases=biases, moe=moe))
     emb = _matrix(f, "token_embd.weight", (c.n_vocab, c.n_embd))
     out = _matrix(f, "output.weight", (c.n_vocab, c.n_embd)) if "output.weight" in f.tensors else emb
     return ModelWeights(emb, _vector(f, "output_norm.weight", c.n_embd), out, layers)
@@ -302,11 +280,9 @@ def physical_memory() -> int | None:
 
 @patch
 def check_context_cost(self: Model):
-    "Refuse, at load, a context whose KV cache could not fit in this machine's memory, saying what it would cost."
-    c = self.config
-    need = cache_bytes(c.n_kv_heads, self.n_ctx, c.head_dim, self.windows(), cache_type=self.cache_type)  # rings for windows
-    ram = physical_memory()
-    if ram is not None and need > ram:
+    "Refuse, at load, a context whose KV cache (rings for windows) could not fit in this machine's memory."
+    c, ram = self.config, physical_memory() or math.inf
+    if (need := cache_bytes(c.n_kv_heads, self.n_ctx, c.head_dim, self.windows(), cache_type=self.cache_type)) > ram:
         raise ValueError(f"n_ctx {self.n_ctx:,} needs a KV cache of {need / 2**30:,.1f} GiB, more than this machine's "
                          f"{ram / 2**30:,.1f} GiB; the model was trained for {c.n_ctx_train:,} positions: ask for fewer")
 
@@ -396,9 +372,7 @@ def block(self: ReferenceEngine, l: int, x: np.ndarray, pos: np.ndarray, cache: 
 def output(self: ReferenceEngine, x: np.ndarray) -> np.ndarray:
     "Logits of the hidden states `x`: final norm, output projection (and the soft cap, if the model has one)."
     logits = linear(rms_norm(x, self.weights.output_norm, self.config.norm_eps), self.weights.output)
-    if self.config.final_logit_softcap:
-        cap = np.float32(self.config.final_logit_softcap)
-        logits = np.tanh(logits / cap) * cap
+    if cap := self.config.final_logit_softcap: logits = np.tanh(logits / np.float32(cap)) * np.float32(cap)
     return logits
 
 @patch
@@ -424,14 +398,12 @@ def check_tokens(self: Model, tokens) -> np.ndarray:
 @patch
 def check_cache(self: Model, cache: KVCache):
     "A cache made for another model would be written out of bounds by the kernels: refuse it."
-    c = self.config
-    want = (c.n_layers, c.n_kv_heads, c.head_dim)
     if not isinstance(cache, KVCache): raise TypeError(f"cache must be a KVCache (model.new_cache()), not {type(cache).__name__}")
-    got = (cache.n_layers, cache.n_kv_heads, cache.head_dim)
+    c, got = self.config, (cache.n_layers, cache.n_kv_heads, cache.head_dim, cache.windows)
+    want = (c.n_layers, c.n_kv_heads, c.head_dim, self.windows())
     if got != want or not (cache.k.flags.c_contiguous and cache.v.flags.c_contiguous):
-        raise ValueError(f"this cache (layers, KV heads, head size) = {got} does not fit the model's {want}: use model.new_cache()")
-    if cache.windows != self.windows():
-        raise ValueError(f"this cache's sliding windows {cache.windows} are not the model's {self.windows()}: use model.new_cache()")
+        raise ValueError(f"this cache (layers, KV heads, head size, sliding windows) = {got} does not fit the model's {want}: "
+                         "use model.new_cache()")
 
 # %% ../nbs/1_07_model.ipynb #0de48953
 @patch
@@ -456,8 +428,7 @@ def forward(self: Model, tokens, cache: KVCache, n_out: int | None = None,
             context_shift: bool = False, n_keep: int = 0) -> np.ndarray:
     "Run `tokens` after the cache's positions; logits `(n_out or len(tokens), n_vocab)` of the last tokens."
     ids, n_out = self.check_pass(tokens, cache, n_out, context_shift, n_keep)
-    step = cache.n_batch if cache.ring_slots else len(ids)      # a ring takes at most n_batch new positions a pass
-    parts = []
+    parts, step = [], cache.n_batch if cache.ring_slots else len(ids)   # a ring takes at most n_batch new positions a pass
     for s in range(0, len(ids), step):
         part = ids[s:s + step]
         parts.append(self.engine.forward(part, cache, max(0, min(len(part), s + len(part) - (len(ids) - n_out)))))
@@ -471,30 +442,6 @@ def logits(self: Model, ids) -> np.ndarray:
     if len(ids) > self.n_ctx:
         raise ContextFullError(f"{len(ids)} tokens do not fit in the context of {self.n_ctx}: load with a larger n_ctx")
     return self.forward(ids, self.new_cache(len(ids)))
-
-# %% ../nbs/1_07_model.ipynb #253f8ca4
-@patch
-def hidden(self: ReferenceEngine, ids: np.ndarray, cache: KVCache) -> np.ndarray:
-    "The last layer's hidden states of `ids` after the final norm, `(len(ids), n_embd)`: what `output` turns into logits."
-    pos = np.arange(cache.pos, cache.pos + len(ids))
-    x = self.embed(ids)
-    for l in range(self.config.n_layers):
-        x = self.block(l, x, pos, cache)
-    return rms_norm(x, self.weights.output_norm, self.config.norm_eps)
-
-@patch
-def hidden_states(self: Model, tokens) -> np.ndarray:
-    "float32 `(len(tokens), n_embd)`: the last layer's normalized hidden states of `tokens` on a fresh context."
-    ids = self.check_tokens(tokens)
-    if len(ids) > self.n_ctx:
-        raise ContextFullError(f"{len(ids)} tokens do not fit in the context of {self.n_ctx}: load with a larger n_ctx")
-    cache = self.new_cache(len(ids))
-    step = cache.n_batch if cache.ring_slots else len(ids)      # a ring takes at most n_batch new positions a pass
-    parts = []
-    for s in range(0, len(ids), step):
-        parts.append(self.engine.hidden(ids[s:s + step], cache))
-        cache.advance(ids[s:s + step])
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 # %% ../nbs/1_07_model.ipynb #d7e93466
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

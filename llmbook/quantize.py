@@ -12,13 +12,13 @@ import numpy as np
 from .tensors import GGMLType, QK_K, QTensor, type_info
 from .gguf import GGUFFile, GGUFWriter, GGUFValueType
 from . import quants
-from .quants import (dequantize, DEQUANTIZERS, QUANTIZERS, quantizer, pack_bits, pack_scales_k4, safe_inverse,
+from .quants import (dequantize, DEQUANTIZERS, QUANTIZERS, quantizer, pack_bits, unpack_scales_k4, safe_inverse,
                             signed_absmax, _records, BLOCK_Q2_K, BLOCK_Q3_K, BLOCK_Q4_K, BLOCK_Q5_K, BLOCK_Q6_K, BLOCK_Q8_K)
 
 # %% auto #0
 __all__ = ['K_QUANTIZERS', 'GROUP_MAX_EPS', 'FILE_TYPES', 'FILE_TYPE_ALIASES', 'QUANTIZATION_VERSION', 'KEEP_AS_IS', 'KEEP_NAMES',
            'FALLBACK', 'SPLIT_KEYS', 'SAMPLE_TEXT', 'fit_scale_min', 'quantize_scales_6bit', 'sub_blocks_as_columns',
-           'quantize_q4_k', 'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k', 'quantize_q2_k',
+           'pack_scales_k4', 'quantize_q4_k', 'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k', 'quantize_q2_k',
            'refine_q3_levels', 'quantize_q3_k', 'quantize_q8_k', 'quantize', 'FileType', 'file_type', 'layer_of',
            'llama_cpp_order', 'use_more_bits', 'is_quantizable', 'mix_rule', 'fit_rows', 'choose_type', 'TensorPlan',
            'quantize_plan', 'LazyQTensor', 'ProgressBar', 'QuantizeResult', 'copy_metadata', 'quantize_model',
@@ -81,6 +81,15 @@ def quantize_scales_6bit(values):
 def sub_blocks_as_columns(x, size: int) -> np.ndarray:
     "(n, 256) super-blocks -> (size, n*256/size): one sub-block per column, so its sums are contiguous adds."
     return np.ascontiguousarray(x.reshape(-1, size).T)
+
+# %% ../nbs/4_21_quantize.ipynb #b3e126da
+def pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
+    "The inverse of chapter 03's `unpack_scales_k4`: 8 six-bit scales and minimums per super-block -> 12 bytes."
+    sc, mn = sc.astype(np.uint8), mn.astype(np.uint8)
+    a = (sc[:, :4] & np.uint8(63)) | ((sc[:, 4:] >> np.uint8(4)) << np.uint8(6))
+    b = (mn[:, :4] & np.uint8(63)) | ((mn[:, 4:] >> np.uint8(4)) << np.uint8(6))
+    c = (sc[:, 4:] & np.uint8(0x0F)) | ((mn[:, 4:] & np.uint8(0x0F)) << np.uint8(4))
+    return np.concatenate([a, b, c], axis=1)
 
 # %% ../nbs/4_21_quantize.ipynb #42418273
 def _quantize_k_with_min(x, nmax: int, rmin: float, nstep: int):

@@ -6,12 +6,12 @@
 __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1', 'BLOCK_Q8_0', 'BLOCK_Q2_K', 'BLOCK_Q3_K',
            'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'IQ4_LEVELS', 'MXFP4_LEVELS', 'BLOCK_IQ4_NL',
            'BLOCK_IQ4_XS', 'BLOCK_MXFP4', 'QUANTIZERS', 'QUANTIZE_CHUNK_VALUES', 'dequantizer', 'unpack_bits',
-           'pack_bits', 'dequantize_f32', 'dequantize_f16', 'dequantize_bf16', 'unpack_scales_k4', 'pack_scales_k4',
-           'dequantize_q4_k', 'dequantize_q5_k', 'dequantize_q6_k', 'dequantize_q2_k', 'unpack_scales_q3_k',
-           'dequantize_q3_k', 'dequantize_q8_k', 'dequantize_iq4_nl', 'dequantize_iq4_xs', 'e8m0_half',
-           'dequantize_mxfp4', 'supported_types', 'dequantize', 'dequantize_rows', 'quantizer', 'round_half_away',
-           'safe_inverse', 'signed_absmax', 'quantize_f32', 'quantize_f16', 'quantize_bf16', 'quantize_q8_0',
-           'quantize_q4_0', 'quantize_q4_1', 'quantize_q5_0', 'quantize_q5_1', 'quantize']
+           'pack_bits', 'dequantize_f32', 'dequantize_f16', 'dequantize_bf16', 'unpack_scales_k4', 'dequantize_q4_k',
+           'dequantize_q5_k', 'dequantize_q6_k', 'dequantize_q2_k', 'unpack_scales_q3_k', 'dequantize_q3_k',
+           'dequantize_q8_k', 'dequantize_iq4_nl', 'dequantize_iq4_xs', 'e8m0_half', 'dequantize_mxfp4',
+           'supported_types', 'dequantize', 'dequantize_rows', 'quantizer', 'round_half_away', 'safe_inverse',
+           'signed_absmax', 'quantize_f32', 'quantize_f16', 'quantize_bf16', 'quantize_q8_0', 'quantize_q4_0',
+           'quantize_q4_1', 'quantize_q5_0', 'quantize_q5_1', 'quantize']
 
 # %% ../nbs/1_03_quants.ipynb #80b85bcd
 import numpy as np
@@ -103,14 +103,6 @@ def unpack_scales_k4(scales: np.ndarray):
     sc = np.concatenate([a & np.uint8(63), (c & np.uint8(0x0F)) | ((a >> np.uint8(6)) << np.uint8(4))], axis=1)
     mn = np.concatenate([b & np.uint8(63), (c >> np.uint8(4)) | ((b >> np.uint8(6)) << np.uint8(4))], axis=1)
     return sc, mn
-
-def pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
-    "The inverse of `unpack_scales_k4`: 8 six-bit scales and minimums per super-block -> 12 bytes."
-    sc, mn = sc.astype(np.uint8), mn.astype(np.uint8)
-    a = (sc[:, :4] & np.uint8(63)) | ((sc[:, 4:] >> np.uint8(4)) << np.uint8(6))
-    b = (mn[:, :4] & np.uint8(63)) | ((mn[:, 4:] >> np.uint8(4)) << np.uint8(6))
-    c = (sc[:, 4:] & np.uint8(0x0F)) | ((mn[:, 4:] & np.uint8(0x0F)) << np.uint8(4))
-    return np.concatenate([a, b, c], axis=1)
 
 # %% ../nbs/1_03_quants.ipynb #9c190550
 @dequantizer(GGMLType.Q4_K)

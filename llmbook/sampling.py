@@ -52,13 +52,6 @@ def sort_descending(ids, logits):
     return ids[order], logits[order]
 
 # %% ../nbs/1_09_sampling.ipynb #962f3fda
-def _nucleus_size(sorted_logits, total, p, min_keep):
-    "How many of these sorted candidates top-p keeps (None: they do not reach `p`); `total` is the softmax denominator."
-    probs = np.exp(sorted_logits - sorted_logits[0]) / total
-    reached = np.flatnonzero(np.cumsum(probs) >= np.float32(p))
-    if len(reached) == 0: return None
-    return max(int(reached[0]) + 1, min_keep)
-
 def keep_top_p(ids, logits, p, min_keep=1):
     "The smallest prefix (by decreasing probability) with probability mass >= `p`, at least `min_keep` long; sorted."
     n = len(logits)
@@ -67,9 +60,10 @@ def keep_top_p(ids, logits, p, min_keep=1):
     k = min(n, 256)
     while True:                                             # look among the best k, 8x more each time
         best_ids, best_logits = keep_top_k(ids, logits, k)
-        size = _nucleus_size(best_logits, total, p, min_keep)
-        if k == n: size = n if size is None else min(size, n)   # all sorted: p reached, or everything stays
-        if size is not None and size <= k: return best_ids[:size], best_logits[:size]
+        probs = np.exp(best_logits - best_logits[0]) / total
+        reached = np.flatnonzero(np.cumsum(probs) >= np.float32(p))
+        size = max(int(reached[0]) + 1, min_keep) if len(reached) else n    # n: p not reached among these k
+        if size <= k or k == n: return best_ids[:size], best_logits[:size]  # (all sorted and p not reached: all stay)
         k = min(n, 8 * k)
 
 # %% ../nbs/1_09_sampling.ipynb #14771d87
@@ -131,9 +125,8 @@ class SamplerSettings:
     seed: int | None = 0            # seed of the random draws (None: a fresh random seed)
     logit_bias: tuple = ()          # ((token id, bias), ...) added to the logits first; a dict works too
 
-    def __post_init__(self):
-        lb = self.logit_bias                               # kept as a tuple of pairs: settings stay hashable
-        if isinstance(lb, dict): lb = lb.items()
+    def __post_init__(self):                               # logit_bias is kept as a tuple of pairs: settings stay hashable
+        lb = self.logit_bias.items() if isinstance(self.logit_bias, dict) else self.logit_bias
         if isinstance(lb, (list, tuple, type({}.items()))) and all(isinstance(e, (list, tuple)) for e in lb):
             object.__setattr__(self, "logit_bias", tuple(tuple(e) for e in lb))
         _check_settings(self)

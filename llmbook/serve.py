@@ -16,7 +16,9 @@ from .loading import load
 from .grammar import GrammarError, as_grammar, json_schema_to_grammar, JSON_RULES
 from .generate import render_chat, Stream
 from .moe import is_harmony, harmony_messages, harmony_split
-from .kvcache import ContextFullError
+from .kvcache import KVCache, ContextFullError
+from .attention import rms_norm
+from .model import Model, ReferenceEngine
 from .attention_kernels import KV_STORAGES
 
 # %% auto #0
@@ -958,6 +960,29 @@ async def complete(request, model: LLM, pool: SlotPool, kind: str, req, job: Job
         choice = {"text": str(c), "logprobs": lp, "finish_reason": finish}
         rid = f"cmpl-{uuid.uuid4().hex[:24]}"
     return response(kind, rid, model_name(model), choice, usage=usage(job, c), timings=timings(job, c))
+
+# %% ../nbs/4_27_serve.ipynb #487489e0
+@patch
+def hidden(self: ReferenceEngine, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+    "The last layer's hidden states of `ids` after the final norm, `(len(ids), n_embd)`: what `output` turns into logits."
+    pos = np.arange(cache.pos, cache.pos + len(ids))
+    x = self.embed(ids)
+    for l in range(self.config.n_layers):
+        x = self.block(l, x, pos, cache)
+    return rms_norm(x, self.weights.output_norm, self.config.norm_eps)
+
+@patch
+def hidden_states(self: Model, tokens) -> np.ndarray:
+    "float32 `(len(tokens), n_embd)`: the last layer's normalized hidden states of `tokens` on a fresh context."
+    ids = self.check_tokens(tokens)
+    if len(ids) > self.n_ctx:
+        raise ContextFullError(f"{len(ids)} tokens do not fit in the context of {self.n_ctx}: load with a larger n_ctx")
+    cache = self.new_cache(len(ids))
+    parts, step = [], cache.n_batch if cache.ring_slots else len(ids)   # a ring takes at most n_batch new positions a pass
+    for s in range(0, len(ids), step):
+        parts.append(self.engine.hidden(ids[s:s + step], cache))
+        cache.advance(ids[s:s + step])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 # %% ../nbs/4_27_serve.ipynb #8b876700
 POOLINGS = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}   # llama.cpp's enum llama_pooling_type, as GGUF stores it

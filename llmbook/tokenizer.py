@@ -4,12 +4,12 @@
 
 # %% auto #0
 __all__ = ['BYTE_TO_UNICODE', 'UNICODE_TO_BYTE', 'NOT_A_TOKEN', 'WHITESPACE_CODEPOINTS', 'PRE_TOKENIZERS', 'NO_EXTRAS',
-           'SPM_PLAIN_CHARS', 'TokenType', 'TokenAttr', 'TokenizerError', 'bytes_to_symbols', 'merge_table',
-           'bpe_merge', 'walk_unicode_classes', 'unicode_classes', 'PreTokenizer', 'pre_tokenize', 'split_special',
-           'spm_merge', 'spm_ids', 'TokenizerExtras', 'Vocab', 'Tokenizer', 'StreamDecoder']
+           'SPM_PLAIN_CHARS', 'TokenType', 'TokenAttr', 'TokenizerError', 'bytes_to_symbols', 'heap_merge',
+           'merge_table', 'bpe_merge', 'walk_unicode_classes', 'unicode_classes', 'PreTokenizer', 'pre_tokenize',
+           'split_special', 'spm_merge', 'spm_ids', 'TokenizerExtras', 'Vocab', 'Tokenizer', 'StreamDecoder']
 
 # %% ../nbs/1_08_tokenizer.ipynb #8ec8ff42
-import codecs, heapq, re, unicodedata
+import codecs, heapq, itertools, re, unicodedata
 import numpy as np
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
@@ -26,9 +26,8 @@ class TokenAttr(IntFlag):
     UNDEFINED = 0; UNKNOWN = 1; UNUSED = 2; NORMAL = 4; CONTROL = 8; USER_DEFINED = 16; BYTE = 32
     NORMALIZED = 64; LSTRIP = 128; RSTRIP = 256; SINGLE_WORD = 512
 
-# Plain ints for the per-token work: flag arithmetic on IntFlag members is much slower, and it runs per token.
 _UNKNOWN, _UNUSED, _NORMAL, _CONTROL, _USER_DEFINED, _BYTE, _LSTRIP, _RSTRIP = (int(TokenAttr[name]) for name in
-    ("UNKNOWN", "UNUSED", "NORMAL", "CONTROL", "USER_DEFINED", "BYTE", "LSTRIP", "RSTRIP"))
+    ("UNKNOWN", "UNUSED", "NORMAL", "CONTROL", "USER_DEFINED", "BYTE", "LSTRIP", "RSTRIP"))   # plain ints: faster
 _SPECIAL = _CONTROL | _USER_DEFINED | _UNKNOWN          # the tokens cut out of the text before BPE
 _ATTR_OF_TYPE = np.array([0, _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE], np.uint16)  # by type
 
@@ -45,6 +44,27 @@ def bytes_to_symbols(data: bytes) -> str:
     "A byte string written in GPT-2's byte alphabet, one character per byte."
     return "".join([BYTE_TO_UNICODE[b] for b in data])
 
+# %% ../nbs/1_08_tokenizer.ipynb #bff788c1
+def heap_merge(symbols, rank, values: list) -> tuple:
+    """Merge adjacent `symbols`, the pair of lowest `rank(left, right)` first (leftmost on ties; None: no rule), with a
+    heap, O(n log n). Returns the symbols left and their values: `values` as given, or the rank that made the symbol."""
+    n, text, values = len(symbols), list(symbols), list(values)   # text of each symbol; "" once merged into its left
+    nxt, prv = [*range(1, n), -1], list(range(-1, n - 1))         # a linked list: next, previous symbol (-1: none)
+    heap = []                                                     # (rank, left index, right index, left text, right text)
+    def push(left, right):
+        if left >= 0 and right >= 0 and (r := rank(text[left], text[right])) is not None:
+            heapq.heappush(heap, (r, left, right, text[left], text[right]))
+    for i in range(n - 1): push(i, i + 1)
+    while heap:
+        r, left, right, lt, rt = heapq.heappop(heap)
+        if text[left] != lt or text[right] != rt or nxt[left] != right: continue   # stale pair
+        text[left], text[right], values[left] = lt + rt, "", r                       # merge right into left
+        nxt[left] = nxt[right]                                                       # and unlink right
+        if nxt[right] >= 0: prv[nxt[right]] = left
+        push(prv[left], left); push(left, nxt[left])              # the merged symbol's two new neighbour pairs
+    kept = [i for i, t in enumerate(text) if t]
+    return [text[i] for i in kept], [values[i] for i in kept]
+
 # %% ../nbs/1_08_tokenizer.ipynb #6a35c3c8
 NOT_A_TOKEN = (1 << 32) - 1     # the id part of a rule whose merged text is not a token; also the mask of the id bits
 
@@ -57,34 +77,15 @@ def merge_table(merges: list, token_id: dict) -> dict:
         table[rule] = rank << 32 | token_id.get(rule[:cut] + rule[cut + 1:], NOT_A_TOKEN)
     return table
 
-# %% ../nbs/1_08_tokenizer.ipynb #32587e59
-def bpe_merge(symbols: list, ids: list, merges: dict) -> tuple:
-    """Apply BPE `merges` (a `merge_table`) with a heap, O(n log n), to `symbols`, whose token ids are `ids`.
-    Returns the merged symbols and their ids (`NOT_A_TOKEN` for a symbol that is not a token)."""
-    n = len(symbols)
-    text, ids = list(symbols), list(ids)          # text of each symbol; "" once merged into its left neighbour
-    nxt, prv = [*range(1, n), -1], list(range(-1, n - 1))   # a linked list: next, previous symbol (-1: none)
-    heap = []                                     # (rank << 32 | merged id, left index, right index, left text, right text)
-    def push(left, right):
-        if left >= 0 and right >= 0:
-            rank_id = merges.get(f"{text[left]} {text[right]}")
-            if rank_id is not None: heapq.heappush(heap, (rank_id, left, right, text[left], text[right]))
-    for i in range(n - 1): push(i, i + 1)
-    while heap:
-        rank_id, left, right, lt, rt = heapq.heappop(heap)
-        if text[left] != lt or text[right] != rt or nxt[left] != right: continue   # stale pair
-        text[left], text[right] = lt + rt, ""     # merge right into left, unlink right
-        ids[left] = rank_id & NOT_A_TOKEN         # the low 32 bits: the merged token's id
-        nxt[left] = nxt[right]
-        if nxt[right] >= 0: prv[nxt[right]] = left
-        push(prv[left], left); push(left, nxt[left])   # the merged symbol's two new neighbour pairs
-    kept = [i for i, t in enumerate(text) if t]
-    return [text[i] for i in kept], [ids[i] for i in kept]
+def bpe_merge(symbols, ids: list, merges: dict) -> tuple:
+    """BPE `merges` (a `merge_table`) applied to `symbols`, whose token ids are `ids`: the merged symbols and their
+    ids (`NOT_A_TOKEN` for a symbol that is not a token)."""
+    texts, values = heap_merge(symbols, lambda a, b: merges.get(f"{a} {b}"), ids)
+    return texts, [v & NOT_A_TOKEN for v in values]       # a merged symbol's value is rank << 32 | id
 
 # %% ../nbs/1_08_tokenizer.ipynb #e49b9a5d
-# Unicode's White_Space property (PropList.txt): what llama.cpp's pre-tokenizers mean by \s
 WHITESPACE_CODEPOINTS = (*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
-                         0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
+                         0x2028, 0x2029, 0x202F, 0x205F, 0x3000)   # Unicode's White_Space (PropList.txt)
 
 def _class_body(runs) -> str:
     "A regex character-class body (no brackets) matching the code points of `runs`, (first, last) pairs."
@@ -93,14 +94,9 @@ def _class_body(runs) -> str:
 def walk_unicode_classes() -> dict:
     "Class bodies for letters `L`, numbers `N`, marks `M` and whitespace `S`, from this Python's Unicode database."
     runs = {"L": [], "N": [], "M": []}            # (first, last) code point of each run of letters, numbers, marks
-    category, start, major = unicodedata.category, 0, None
-    for cp in range(0x110000 + 1):                # one step past the last code point closes the last run
-        m = category(chr(cp))[0] if cp < 0x110000 else None
-        if m != major:                            # a run ends where the major category changes
-            if major in runs: runs[major].append((start, cp - 1))
-            start, major = cp, m
-    classes = {k: _class_body(r) for k, r in runs.items()}
-    return classes | {"S": _class_body((cp, cp) for cp in WHITESPACE_CODEPOINTS)}   # whitespace: point by point
+    for major, run in itertools.groupby(range(0x110000), lambda cp: unicodedata.category(chr(cp))[0]):
+        if major in runs: run = list(run); runs[major].append((run[0], run[-1]))   # a run: one major category
+    return {k: _class_body(r) for k, r in runs.items()} | {"S": _class_body((cp, cp) for cp in WHITESPACE_CODEPOINTS)}
 
 # %% ../nbs/1_08_tokenizer.ipynb #cfce12f7
 _CLASSES = {}                                     # the classes, once made: one process makes them once
@@ -123,7 +119,6 @@ class PreTokenizer:
     ignore_merges: bool = False    # a word that is a token is used as it is (Llama 3's, in Part III)
     add_bos: bool = False          # add_special puts a BOS first, unless tokenizer.ggml.add_bos_token says otherwise
 
-# %% ../nbs/1_08_tokenizer.ipynb #bf7732fa
 @lru_cache(maxsize=None)
 def _compiled(pattern: str):
     "`pattern` with the classes filled in, in one capturing group (our patterns use only (?:...) groups)."
@@ -132,9 +127,7 @@ def _compiled(pattern: str):
 def pre_tokenize(text: str, pre: PreTokenizer) -> list:
     "Cut `text` into words with `pre`'s patterns in turn, keeping the text between matches as words too."
     words = [text] if text else []
-    for pattern in pre.patterns:
-        rx = _compiled(pattern)
-        words = [part for w in words for part in rx.split(w) if part]
+    for pattern in pre.patterns: words = [part for w in words for part in _compiled(pattern).split(w) if part]
     return words
 
 # %% ../nbs/1_08_tokenizer.ipynb #cb0ef908
@@ -145,17 +138,6 @@ PRE_TOKENIZERS = {p.name: p for p in (          # tokenizer.ggml.pre -> PreToken
 # %% ../nbs/1_08_tokenizer.ipynb #ca101904
 _C_SPACE = " \t\n\v\f\r"                           # what C's isspace() calls whitespace
 
-def _cut(f: str, tok_text: str, tid: int, lstrip: bool, rstrip: bool, out: list):
-    "Cut `f` at each `tok_text` into `out`, dropping whitespace before it (`lstrip`) and after it (`rstrip`)."
-    pos = 0
-    while (m := f.find(tok_text, pos)) >= 0:
-        left = f[pos:m].rstrip(_C_SPACE) if lstrip else f[pos:m]
-        if left: out.append(left)
-        out.append(tid)
-        pos = m + len(tok_text)
-        if rstrip: pos = len(f) - len(f[pos:].lstrip(_C_SPACE))    # the whitespace after it is skipped
-    if pos < len(f): out.append(f[pos:])
-
 def split_special(text: str, specials: list, prefix_len: int = 3, lstrip=frozenset(), rstrip=frozenset()) -> list:
     """Cut `text` at special tokens, llama.cpp's way: `specials` is [(token_text, id)], longest first; `lstrip` and
     `rstrip` are the ids that take the whitespace before / after them.
@@ -164,49 +146,38 @@ def split_special(text: str, specials: list, prefix_len: int = 3, lstrip=frozens
     for tok_text, tid in specials:
         prefix = tok_text[:prefix_len]
         if prefix not in present: present[prefix] = prefix in text
-        if not present[prefix] or not any(isinstance(f, str) and tok_text in f for f in fragments): continue
+        if not present[prefix]: continue
         out = []
         for f in fragments:
-            if isinstance(f, int) or tok_text not in f: out.append(f)
-            else: _cut(f, tok_text, tid, tid in lstrip, tid in rstrip, out)
+            if isinstance(f, int) or tok_text not in f: out.append(f); continue
+            pos = 0
+            while (m := f.find(tok_text, pos)) >= 0:    # each occurrence: the text before it, then the token
+                left = f[pos:m].rstrip(_C_SPACE) if tid in lstrip else f[pos:m]
+                out += [left, tid] if left else [tid]
+                pos = m + len(tok_text)
+                if tid in rstrip: pos = len(f) - len(f[pos:].lstrip(_C_SPACE))   # skip the whitespace after it
+            if pos < len(f): out.append(f[pos:])
         fragments = out
     return fragments
 
 # %% ../nbs/1_08_tokenizer.ipynb #13c9c2ad
 def spm_merge(text: str, token_id: dict, scores: list) -> list:
     "SentencePiece-BPE symbols of `text` (spaces already escaped): merge the best-scoring adjacent pair first."
-    text_of, n = list(text), len(text)
-    nxt, prv = [*range(1, n), -1], list(range(-1, n - 1))
-    heap = []
-    def push(left, right):
-        if left >= 0 and right >= 0:
-            tid = token_id.get(text_of[left] + text_of[right])
-            if tid is not None: heapq.heappush(heap, (-scores[tid], left, right, text_of[left], text_of[right]))
-    for i in range(n - 1): push(i, i + 1)
-    while heap:
-        _, left, right, lt, rt = heapq.heappop(heap)
-        if text_of[left] != lt or text_of[right] != rt or nxt[left] != right: continue   # stale pair
-        text_of[left], text_of[right] = lt + rt, ""
-        nxt[left] = nxt[right]
-        if nxt[right] >= 0: prv[nxt[right]] = left
-        push(prv[left], left); push(left, nxt[left])
-    return [t for t in text_of if t]
+    def rank(left, right):                       # the higher the merged token's score, the earlier
+        tid = token_id.get(left + right)
+        return None if tid is None else -scores[tid]
+    return heap_merge(text, rank, [0] * len(text))[0]
 
 def spm_ids(symbols: list, token_id: dict, byte_ids: list) -> list:
     "Ids of SentencePiece symbols; a symbol that is not a token becomes its UTF-8 bytes' `<0xXX>` tokens."
-    ids = []
-    for s in symbols:
-        tid = token_id.get(s)
-        if tid is not None: ids.append(tid)
-        else: ids.extend(byte_ids[b] for b in s.encode("utf-8", "surrogatepass"))
-    return ids
+    return [t for s in symbols for t in ([token_id[s]] if s in token_id else
+                                         [byte_ids[b] for b in s.encode("utf-8", "surrogatepass")])]
 
 # %% ../nbs/1_08_tokenizer.ipynb #0003503d
 _EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
               "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
 _EOG_TEXTS = (*_EOT_TEXTS, "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "</s>", "<|eom_id|>", "[EOS]",
               "<eos>", "<turn|>", "<|tool_response>", "[e~[")   # the end-of-turn markers, and these
-# fill-in-the-middle tokens that end generation, found by text when the metadata does not name them
 _FIM_TEXTS = {"fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"),
               "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
               "fim_sep": ("<|file_sep|>",)}
@@ -216,12 +187,10 @@ def _meta_list(md: dict, key: str, n: int | None = None, kind=None):
     "A list from the metadata, checked (`n` items, a longer one cut; of `kind`): not a copy, we never modify it."
     v = md.get(key)
     if not isinstance(v, (list, tuple)): raise TokenizerError(f"GGUF metadata {key!r} is missing or not an array")
-    if n is not None and len(v) < n:
-        raise TokenizerError(f"GGUF metadata {key!r} has {len(v)} items for {n} tokens")
+    if n is not None and len(v) < n: raise TokenizerError(f"GGUF metadata {key!r} has {len(v)} items for {n} tokens")
     if n is not None and len(v) > n: v = v[:n]
     if kind is not None and not all(issubclass(t, kind) for t in set(map(type, v))):   # each item's type, once
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise TokenizerError(f"GGUF metadata {key!r} has items that are not {names}")
+        raise TokenizerError(f"GGUF metadata {key!r} has items that are not {getattr(kind, '__name__', 'numbers')}")
     return v
 
 def _attrs_of_types(types, n: int) -> np.ndarray:
@@ -234,8 +203,7 @@ def _attrs_of_types(types, n: int) -> np.ndarray:
 def _meta_id(md: dict, key: str, n_vocab: int, default):
     "A token id from the metadata; an id outside the vocabulary keeps the default, as llama.cpp does."
     v = md.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n_vocab: return default
-    return v
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n_vocab else default
 
 # %% ../nbs/1_08_tokenizer.ipynb #771e93fb
 @dataclass(frozen=True)
@@ -281,6 +249,14 @@ class Vocab:
         if self._token_id is None: self._token_id = {t: i for i, t in enumerate(self.tokens)}
         return self._token_id
 
+    def is_eog(self, tid: int) -> bool:
+        "Does token `tid` end generation (EOS, EOT, `<|im_end|>`, `<end_of_turn>`, ...)? Chapter 10's loop asks."
+        return tid in self.eog_ids
+
+    def is_control(self, tid: int) -> bool:
+        "Is `tid` a control token (`<|im_start|>`, `<bos>`, ...), one that decode leaves out by default?"
+        return bool(self.attrs[tid] & _CONTROL)
+
     def __repr__(self):
         kind = f"gpt2/{self.pre.name}" if self.pre else "llama (SentencePiece)"
         return f"{type(self).__name__}({kind}, n_vocab={self.n_vocab}, bos={self.bos}, eos={self.eos}, eog={sorted(self.eog_ids)})"
@@ -290,9 +266,8 @@ def _pre_tokenizer(name, extras: TokenizerExtras) -> PreTokenizer:
     "The pre-tokenizer `tokenizer.ggml.pre` names: this chapter's, else the extras'; else a `TokenizerError`."
     known = {**extras.pre_tokenizers, **PRE_TOKENIZERS}
     if isinstance(name, str) and name in known: return known[name]
-    hint = "" if extras.pre_tokenizers else (" (Part I's two; llama.cpp's other names are in the tokenizers chapter: open "
-           "the model with llmbook's load(path), or pass llmbook.tokenizer_extras.EXTRAS: Tokenizer.from_gguf(f, EXTRAS), "
-           "LLM(gguf, tokenizer_extras=EXTRAS))")
+    hint = "" if extras.pre_tokenizers else (" (Part I's two; for the others open the model with llmbook's load(path), "
+           "or pass llmbook.tokenizer_extras.EXTRAS: Tokenizer.from_gguf(f, EXTRAS), LLM(gguf, tokenizer_extras=EXTRAS))")
     raise TokenizerError(f"unknown pre-tokenizer tokenizer.ggml.pre={name!r}; known: {', '.join(sorted(known))}{hint}")
 
 # %% ../nbs/1_08_tokenizer.ipynb #02922986
@@ -313,16 +288,14 @@ def _setup_model(self: Vocab, md):
         self.bos, self.eos, self.unk = 1, 2, 0
         self.add_bos, self.add_space_prefix, self.clean_spaces = True, True, False
         ids, raw = self.token_id, [bytes([b]).decode("utf-8", "surrogateescape") for b in range(256)]
-        # byte b's token: <0xXX> in SentencePiece vocabularies, else the byte itself as text, else unknown
         self.byte_ids = [ids.get(f"<0x{b:02X}>", ids.get(raw[b], self.unk)) for b in range(256)]
-    self.add_eos = False
     if "tokenizer.ggml.add_space_prefix" in md: self.add_space_prefix = bool(md["tokenizer.ggml.add_space_prefix"])
     self.bos = _meta_id(md, "tokenizer.ggml.bos_token_id", n, self.bos if self.bos < n else -1)
     self.eos = _meta_id(md, "tokenizer.ggml.eos_token_id", n, self.eos if self.eos < n else -1)
     self.unk = _meta_id(md, "tokenizer.ggml.unknown_token_id", n, self.unk if self.unk < n else -1)
     self.pad = _meta_id(md, "tokenizer.ggml.padding_token_id", n, -1)
     if "tokenizer.ggml.add_bos_token" in md: self.add_bos = bool(md["tokenizer.ggml.add_bos_token"])
-    if "tokenizer.ggml.add_eos_token" in md: self.add_eos = bool(md["tokenizer.ggml.add_eos_token"])
+    self.add_eos = bool(md.get("tokenizer.ggml.add_eos_token", False))
 
 # %% ../nbs/1_08_tokenizer.ipynb #7ade3c43
 @patch
@@ -348,11 +321,10 @@ def _setup_special(self: Vocab, md):
     self._setup_eog(md)
     for rule in self.extras.rules: rule(self, md)
     attrs = self.attrs
-    special = np.flatnonzero(attrs & _SPECIAL).tolist()
     self._lstrip = frozenset(np.flatnonzero(attrs & _LSTRIP).tolist())
     self._rstrip = frozenset(np.flatnonzero(attrs & _RSTRIP).tolist())
-    special.sort(key=lambda i: -len(self.tokens[i].encode("utf-8", "surrogateescape")))
-    self._specials_all = [(self.tokens[i], i) for i in special]
+    longest_first = lambda i: -len(self.tokens[i].encode("utf-8", "surrogateescape"))
+    self._specials_all = [(self.tokens[i], i) for i in sorted(np.flatnonzero(attrs & _SPECIAL).tolist(), key=longest_first)]
     self._specials_user = [(t, i) for t, i in self._specials_all if not attrs[i] & (_CONTROL | _UNKNOWN)]
 
 # %% ../nbs/1_08_tokenizer.ipynb #4251b382
@@ -372,22 +344,8 @@ def _make_piece(self: Vocab, tid: int) -> bytes:
     if attr & _BYTE: return bytes([int(text[3:5], 16)])
     if not attr & _NORMAL: return b""                  # unused / undefined tokens have no text
     if self.model == "llama": return text.replace("\u2581", " ").encode("utf-8", "surrogateescape")
-    out = b""                             # each character's byte; a character outside the alphabet: llama.cpp's marker
-    for c in text:
-        out += bytes([UNICODE_TO_BYTE[c]]) if c in UNICODE_TO_BYTE else \
-               f"[UNK_BYTE_0x{c.encode('utf-8', 'surrogateescape').hex()}{text}]".encode("utf-8", "surrogateescape")
-    return out
-
-# %% ../nbs/1_08_tokenizer.ipynb #5f7adbe9
-@patch
-def is_eog(self: Vocab, tid: int) -> bool:
-    "Does token `tid` end generation (EOS, EOT, `<|im_end|>`, `<end_of_turn>`, ...)?"
-    return tid in self.eog_ids
-
-@patch
-def is_control(self: Vocab, tid: int) -> bool:
-    "Is `tid` a control token (`<|im_start|>`, `<bos>`, ...), one that decode leaves out by default?"
-    return bool(self.attrs[tid] & _CONTROL)
+    unk = lambda c: f"[UNK_BYTE_0x{c.encode('utf-8', 'surrogateescape').hex()}{text}]".encode("utf-8", "surrogateescape")
+    return b"".join(bytes([UNICODE_TO_BYTE[c]]) if c in UNICODE_TO_BYTE else unk(c) for c in text)   # unk: llama.cpp's
 
 # %% ../nbs/1_08_tokenizer.ipynb #775371bf
 def _clean_spaces(b: bytes) -> bytes:
@@ -409,10 +367,8 @@ class Tokenizer(Vocab):
               ) -> list:                     # token ids (ints)
         "Token ids of `text`, as llama.cpp's `llama_tokenize`; user-defined tokens are always recognised."
         if not isinstance(text, str): raise TypeError(f"encode takes a str, not {type(text).__name__}")
-        # a Python str can hold lone surrogates, which are not text: llama.cpp turns invalid UTF-8 into U+FFFD
         if _SURROGATE.search(text): text = _SURROGATE.sub("\ufffd", text)
-        ids = []
-        if add_special and self.add_bos and self.bos >= 0: ids.append(self.bos)
+        ids = [self.bos] if add_special and self.add_bos and self.bos >= 0 else []
         specials = self._specials_all if parse_special else self._specials_user
         prev_special = True                               # SentencePiece: a space before the first fragment
         for frag in split_special(text, specials, lstrip=self._lstrip, rstrip=self._rstrip):
@@ -445,14 +401,11 @@ def _bpe_word(self: Tokenizer, word: str) -> list:
     symbols = bytes_to_symbols(data)
     if self.pre.ignore_merges and symbols in self.token_id: ids = [self.token_id[symbols]]
     else:
-        texts, ids = bpe_merge(list(symbols), [self.byte_ids[b] for b in data], self.merges)
-        if NOT_A_TOKEN in ids:                      # a symbol that is not a token (rare): its bytes, where they are tokens
-            texts_ids, ids = zip(texts, ids), []
-            for s, tid in texts_ids:
-                if tid != NOT_A_TOKEN: ids.append(tid); continue
-                for b in s.encode("utf-8"):
-                    t = self.token_id.get(bytes([b]).decode("utf-8", "surrogateescape"))
-                    if t is not None: ids.append(t)
+        texts, ids = bpe_merge(symbols, [self.byte_ids[b] for b in data], self.merges)
+        if NOT_A_TOKEN in ids:       # a symbol that is not a token (rare): the tokens of its text's bytes, where any
+            byte_token = lambda b: self.token_id.get(bytes([b]).decode("utf-8", "surrogateescape"))
+            ids = [t for s, tid in zip(texts, ids)
+                   for t in ([tid] if tid != NOT_A_TOKEN else map(byte_token, s.encode("utf-8"))) if t is not None]
     if len(self._word_cache) > 100_000: self._word_cache.clear()   # bounded memory on endless input
     self._word_cache[word] = ids
     return ids
@@ -481,9 +434,7 @@ def tokenize_with_pieces(self: Tokenizer, text: str, add_special: bool = True, p
 # %% ../nbs/1_08_tokenizer.ipynb #5911505f
 def _last_safe_cut(b: bytes) -> int:
     "The last index where `b` can be cut without changing what `_clean_spaces` does to it (0: none)."
-    for c in range(len(b) - 1, 0, -1):
-        if b[c - 1] not in b" '" and b[c] not in b" 'e": return c
-    return 0
+    return next((c for c in range(len(b) - 1, 0, -1) if b[c - 1] not in b" '" and b[c] not in b" 'e"), 0)
 
 class StreamDecoder:
     """Token ids, fed one at a time, as text pieces that never split a UTF-8 character; joined: `decode(ids)`.

@@ -4,7 +4,7 @@ import os, subprocess, sys
 import numpy as np
 import pytest
 from llmbook.tensors import GGMLType
-from llmbook.kernels import random_qtensor
+from llmbook.packed import random_qtensor
 from llmbook.quants import dequantize
 from llmbook.int8 import (BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, repack_q4_k_x8, X8_BYTES,
                           repack_q6_k_x8, X6_BYTES, repack_q4_0_x8, repack_q5_0_x8, repack_q8_0_x8, repack_mxfp4_x8,
@@ -132,7 +132,7 @@ def test_block_matrix_chooses():
     np.testing.assert_array_equal(m.rows([3, 0]), BlockMatrix(random_qtensor("Q4_K", (16, 256), 4)).rows([3, 0]))  # rows: the file's blocks
 
 def test_repack_can_be_turned_off():
-    code = ("from llmbook.kernels import random_qtensor; from llmbook.int8 import block_matrix; "
+    code = ("from llmbook.packed import random_qtensor; from llmbook.int8 import block_matrix; "
             "print(type(block_matrix(random_qtensor('Q4_K', (16, 256), 1))).__name__)")
     env = dict(os.environ, LLMBOOK_REPACK="0")
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip() == "BlockMatrix"

@@ -14,7 +14,7 @@ TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q6_K"]   # blocks read
 PRODUCTS = """
 import json, sys, numpy as np
 from llmbook.int8 import BlockMatrix, block_matrix, has_vnni
-from llmbook.kernels import random_qtensor
+from llmbook.packed import random_qtensor
 X = np.random.default_rng(0).standard_normal((9, 512)).astype(np.float32) * 3
 out = {"vnni": has_vnni()}
 for t in json.loads(sys.argv[1]):

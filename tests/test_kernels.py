@@ -42,7 +42,7 @@ def assert_matvec_close(got, dense, x):
 @pytest.mark.parametrize("n_rows", [1, 3, 5, 13, 64, 130])
 def test_matvec_random(name, n_rows):
     n_cols = 512 if name in K_TYPES else 96
-    qt = K.random_qtensor(name, (n_rows, n_cols), seed=n_rows)
+    qt = P.random_qtensor(name, (n_rows, n_cols), seed=n_rows)
     w = P.pack(qt)
     x = np.random.default_rng(n_rows).standard_normal(n_cols).astype(np.float32)
     dense = reference_dense(qt)
@@ -55,7 +55,7 @@ def test_matvec_random(name, n_rows):
 @pytest.mark.parametrize("name", TYPES)
 def test_rows_and_matmul_random(name):
     n_cols = 768 if name in K_TYPES else 160
-    qt = K.random_qtensor(name, (70, n_cols), seed=7)
+    qt = P.random_qtensor(name, (70, n_cols), seed=7)
     w = P.pack(qt)
     dense = reference_dense(qt)
     ids = [69, 0, 5, 5, 33]
@@ -73,19 +73,19 @@ def test_rows_and_matmul_random(name):
 
 def test_matvec_large_random_q4_1():
     "Many row groups across threads, the shape of SmolLM2's output head, against a dense product."
-    qt = K.random_qtensor("Q4_1", (4099, 576), seed=11)
+    qt = P.random_qtensor("Q4_1", (4099, 576), seed=11)
     x = np.random.default_rng(2).standard_normal(576).astype(np.float32)
     assert_matvec_close(P.pack(qt).matvec(x), reference_dense(qt), x)
 
 
 def test_stacked_pack_equals_separate():
-    parts = [K.random_qtensor("Q5_0", (n, 256), seed=n) for n in (16, 7, 9)]
+    parts = [P.random_qtensor("Q5_0", (n, 256), seed=n) for n in (16, 7, 9)]
     x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
     stacked = P.pack(*parts)
     assert stacked.shape == (32, 256) and stacked.layout == "q5"
     # same arithmetic per row; only fastmath's freedom to contract/reorder differs by a row's place in its group of 4
     np.testing.assert_allclose(stacked.matvec(x), np.concatenate([P.pack(p).matvec(x) for p in parts]), rtol=1e-6, atol=1e-6)
-    f16 = P.pack(K.random_qtensor("F16", (4, 64), 1), K.random_qtensor("F16", (3, 64), 2))
+    f16 = P.pack(P.random_qtensor("F16", (4, 64), 1), P.random_qtensor("F16", (3, 64), 2))
     assert len(f16.arrays) == 1 and f16.shape == (7, 64)
 
 
@@ -93,7 +93,7 @@ def test_stacked_pack_equals_separate():
 def test_stacked_every_type_odd_rows(name):
     "q, k, v of odd heights stacked into one matrix: matvec, rows and matmul against the dense stack."
     n_cols = 512 if name in K_TYPES else 96
-    parts = [K.random_qtensor(name, (n, n_cols), seed=n) for n in (13, 5, 3)]
+    parts = [P.random_qtensor(name, (n, n_cols), seed=n) for n in (13, 5, 3)]
     w = P.pack(*parts)
     assert w.shape == (21, n_cols) and w.type.name == name
     dense = np.concatenate([reference_dense(p) for p in parts])
@@ -171,15 +171,15 @@ PACKED_OVER_FILE = {"Q4_0": 1.0, "Q4_1": 1.0, "Q5_0": 1.0, "Q5_1": 1.0, "Q8_0": 
 
 @pytest.mark.parametrize("name", TYPES)
 def test_packed_memory_stays_at_file_size(name):
-    qt = K.random_qtensor(name, (64, 512))
+    qt = P.random_qtensor(name, (64, 512))
     assert P.pack(qt).nbytes == pytest.approx(PACKED_OVER_FILE[name] * qt.nbytes, rel=1e-12), name
-    stacked = P.pack(K.random_qtensor(name, (6, 512), 1), K.random_qtensor(name, (3, 512), 2))   # 9 rows: q5's bits pad to 12
+    stacked = P.pack(P.random_qtensor(name, (6, 512), 1), P.random_qtensor(name, (3, 512), 2))   # 9 rows: q5's bits pad to 12
     assert stacked.nbytes <= PACKED_OVER_FILE[name] * 9 * qt.nbytes / 64 * 1.15
 
 
 # ------------------------------------------------------------------ bad input: clear errors, no crash
 def test_bad_input_errors():
-    w = P.pack(K.random_qtensor("Q4_1", (8, 64)))
+    w = P.pack(P.random_qtensor("Q4_1", (8, 64)))
     with pytest.raises(ValueError, match="x must be a contiguous float32 vector of 64"):
         w.matvec(np.zeros(63, np.float32))
     with pytest.raises(ValueError, match="float32"):
@@ -199,13 +199,13 @@ def test_bad_input_errors():
     with pytest.raises(ValueError, match="out must be"):
         w.matmul(np.zeros((3, 64), np.float32), np.zeros((2, 8), np.float32))
     with pytest.raises(ValueError, match="share type and width"):
-        P.pack(K.random_qtensor("Q4_1", (8, 64)), K.random_qtensor("Q4_0", (8, 64)))
+        P.pack(P.random_qtensor("Q4_1", (8, 64)), P.random_qtensor("Q4_0", (8, 64)))
     with pytest.raises(ValueError, match="share type and width"):
-        P.pack(K.random_qtensor("Q4_1", (8, 64)), K.random_qtensor("Q4_1", (8, 96)))
+        P.pack(P.random_qtensor("Q4_1", (8, 64)), P.random_qtensor("Q4_1", (8, 96)))
     with pytest.raises(NotImplementedError, match="Q2_K"):
         P.pack(QTensor(np.zeros(84, np.uint8), GGMLType.Q2_K, (1, 256)))
     with pytest.raises(ValueError, match="2-D"):
-        P.pack(K.random_qtensor("F32", (2, 2, 32)))
+        P.pack(P.random_qtensor("F32", (2, 2, 32)))
     with pytest.raises(TypeError):
         P.pack(np.zeros((2, 32), np.float32))
     with pytest.raises(ValueError):
@@ -260,7 +260,7 @@ def test_real_stacked_qkv_and_gate_up(smollm2_path):
 @pytest.mark.parametrize("n_rows,n_cols", [(1, 32), (3, 64), (37, 576), (130, 1536)])
 def test_block_dot_q4_1_random(n_rows, n_cols):
     "Chapter 04's numpy block dot and plain numba kernel against gguf-py's dequantizer, on odd shapes."
-    qt = K.random_qtensor("Q4_1", (n_rows, n_cols), seed=n_rows)
+    qt = P.random_qtensor("Q4_1", (n_rows, n_cols), seed=n_rows)
     x = np.random.default_rng(n_rows).standard_normal(n_cols).astype(np.float32)
     dense, arrays = reference_dense(qt), K.q4_1_arrays(qt)
     out = np.full(n_rows, np.nan, np.float32)
@@ -283,7 +283,7 @@ def test_block_dot_q4_1_real(smollm2_path):
         np.testing.assert_allclose(out, P.pack(qt).matvec(x), rtol=1e-5, atol=1e-5 * np.abs(out).max(), err_msg=name)
     assert len(seen) == 4, seen                      # q and o, k and v, gate and up, down
     with pytest.raises(ValueError, match="Q4_1"):
-        K.q4_1_arrays(K.random_qtensor("Q8_0", (2, 32)))
+        K.q4_1_arrays(P.random_qtensor("Q8_0", (2, 32)))
 
 
 # ------------------------------------------------------------------ the layer kernels vs chapter 05
@@ -425,7 +425,7 @@ def test_import_changes_no_process_setting(smollm2_path):
 
 def test_first_pack_chooses_the_layer():
     "Packing a matrix (the first step before any product) chooses the layer, so a plain product runs on TBB."
-    code = ("import numpy as np\nfrom llmbook.kernels import random_qtensor\nfrom llmbook.packed import pack\nfrom llmbook.runtime import threading_layer\n"
+    code = ("import numpy as np\nfrom llmbook.packed import random_qtensor\nfrom llmbook.packed import pack\nfrom llmbook.runtime import threading_layer\n"
             "w = pack(random_qtensor('Q4_1', (64, 64)))\n"
             "w.matvec(np.ones(64, np.float32))\n"
             "print(threading_layer())\n")

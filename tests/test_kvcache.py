@@ -15,7 +15,7 @@ def filled(n_ctx=10, n=6, layers=2, heads=2, hd=4, seed=0):
 def test_layout_agreed_with_kernels():
     c = KVCache(3, 2, 16, 8)
     assert c.k.shape == c.v.shape == (3, 2, 16, 8) and c.k.dtype == np.float32
-    assert c.k.flags.c_contiguous and c.v.flags.c_contiguous and c.pos == c.n == 0 and c.n_free == 16
+    assert c.k.flags.c_contiguous and c.v.flags.c_contiguous and c.pos == 0 and c.n_free == 16
 
 def test_store_writes_token_major_input_into_head_major_slots():
     c = KVCache(1, 2, 4, 3)
