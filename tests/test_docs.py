@@ -97,7 +97,7 @@ def test_exported_api_is_documented(rendered, stem):
     page = OUT / f"{stem}.html"
     if not page.exists(): pytest.fail(f"{stem}.html was not rendered")
     exported = [s for s in code if re.search(r"^#\|\s*exports?\b", s, re.M)]
-    targets = {m.group(1)} | {t for s in exported for t in re.findall(r"^#\|\s*exports?\s+(\w+)", s, re.M)}
+    targets = {m.group(1)} | {t for s in exported for t in re.findall(r"^#\|[ \t]*exports?[ \t]+(\w+)", s, re.M)}
     defined = {n.name for s in exported for n in ast.parse(s).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
                and not any("patch" in ast.unparse(d) for d in n.decorator_list)}
     body = page.read_text(encoding="utf-8")
