@@ -243,7 +243,7 @@ def _int_type_for(lo: int, hi: int) -> GGUFValueType:
     raise ValueError(f"integers {lo}..{hi} do not fit in any GGUF integer type")
 
 def infer_value_type(value):
-    "The GGUF type spec `GGUFWriter.add` uses for `value` when none is given (see the table above)."
+    "The GGUF type spec `GGUFWriter.add` uses for `value` when none is given (bool, int, float, str, numpy, list: by its Python type)."
     if isinstance(value, np.ndarray) and value.ndim != 1: raise ValueError(f"only 1-D arrays can be metadata, not shape {value.shape}")
     if isinstance(value, (np.ndarray, np.generic)):
         t = GGUFValueType.STRING if value.dtype.kind == "U" else _DTYPE_TO_VTYPE.get(value.dtype.newbyteorder("="))

@@ -151,7 +151,7 @@ class HFArch:
     hf: str                 # `architectures[0]` in config.json
     arch: str               # `general.architecture` in GGUF
     block_names: dict
-    permute_qk: bool        # undo the Q/K row permutation (Llama: HF pairs RoPE dims differently, see below)
+    permute_qk: bool        # undo the Q/K row permutation (Llama: HF pairs RoPE dims (i, i+d/2), GGUF (2i, 2i+1))
     norm_shift: float = 0.0 # added to every norm weight (Gemma stores w - 1)
     skip_lm_head: bool = False
 

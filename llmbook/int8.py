@@ -151,7 +151,7 @@ def _dpbusd(builder, acc, u, s):
 
 def _dot_u8s8(builder, u, s):
     """32 unsigned bytes `u` times 32 signed bytes `s`, as eight 32-bit sums of four products: `vpmaddubsw` then
-    `vpmaddwd` against ones, or one `vpdpbusd` where the CPU has VNNI (the same integers: see below)."""
+    `vpmaddwd` against ones, or one `vpdpbusd` where the CPU has VNNI (the same integers: no pair of ours saturates 16 bits)."""
     if has_vnni(): return _dpbusd(builder, _const(V8I32, 0), u, s)
     return _madd(builder, _maddubs(builder, u, s), _const(V16I16, 1))
 
@@ -1032,7 +1032,7 @@ def _q6_k_x8_code(builder, pw, tokens):
     """The dots of the 8 rows of the Q6_K group at `pw` with each token of `tokens` (acc, px, ps, dx as for Q4_K; ps:
     the token's sums of 16 activations); each vector of levels is made once for all the tokens."""
     zero, n = ir.Constant(V8I32, [0] * 8), len(tokens)
-    vnni = has_vnni() and n > 1                   # one token: the 16-bit sums read memory faster (see above)
+    vnni = has_vnni() and n > 1                   # one token: the 16-bit sums read memory faster (as for Q4_K)
     totals, offsets = [zero] * n, [zero] * n
     for j in range(8):                            # sub-blocks 2j (weights 32j..+15: low nibbles) and 2j+1 (the high)
         sc, sc_lo, sc_hi = _q6_k_x8_scales(builder, pw, j, vnni)
@@ -1040,7 +1040,7 @@ def _q6_k_x8_code(builder, pw, tokens):
         for i, (_, _, ps, _) in enumerate(tokens):
             pair = builder.bitcast(_splat(builder, _at(builder, ps, 4 * j, I32), V8I32), V16I16)   # sums 2j, 2j+1
             offsets[i] = builder.add(offsets[i], _madd(builder, sc, pair))
-        if n > 1:                                 # this j done before the next begins (see above)
+        if n > 1:                                 # this j done before the next begins (`_tie`: fewer live registers)
             tied = _tie(builder, totals + offsets); totals, offsets = tied[:n], tied[n:]
     out = []
     for (acc, _, _, dx), total, offset in zip(tokens, totals, offsets):
@@ -1138,23 +1138,23 @@ def _repack_x0(kind, w, rows_at, n_cols, out):
 # %% ../nbs/2_13_int8.ipynb #0a1b026e
 @njit(cache=True)
 def repack_q4_0_x8(w, rows_at, n_cols, out):
-    "The Q4_0 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    "The Q4_0 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (`_repack_x0`'s layout)."
     _repack_x0(2, w, rows_at, n_cols, out)
 @njit(cache=True)
 def repack_q4_1_x8(w, rows_at, n_cols, out):
-    "The Q4_1 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    "The Q4_1 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (`_repack_x0`'s layout)."
     _repack_x0(3, w, rows_at, n_cols, out)
 @njit(cache=True)
 def repack_q5_0_x8(w, rows_at, n_cols, out):
-    "The Q5_0 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    "The Q5_0 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (`_repack_x0`'s layout)."
     _repack_x0(6, w, rows_at, n_cols, out)
 @njit(cache=True)
 def repack_q8_0_x8(w, rows_at, n_cols, out):
-    "The Q8_0 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    "The Q8_0 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (`_repack_x0`'s layout)."
     _repack_x0(8, w, rows_at, n_cols, out)
 @njit(cache=True)
 def repack_mxfp4_x8(w, rows_at, n_cols, out):
-    "The MXFP4 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (the table above)."
+    "The MXFP4 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (`_repack_x0`'s layout)."
     _repack_x0(39, w, rows_at, n_cols, out)
 
 # %% ../nbs/2_13_int8.ipynb #4deacaeb

@@ -4,7 +4,7 @@
 
 # %% ../nbs/4_27_serve.ipynb #cc304164
 from __future__ import annotations
-import asyncio, base64, hmac, inspect, json, os, re, sys, threading, time, uuid, weakref
+import asyncio, base64, contextlib, hmac, json, os, re, sys, threading, time, uuid, weakref
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,18 +22,18 @@ from .model import Model, ReferenceEngine
 from .attention_kernels import KV_STORAGES
 
 # %% auto #0
-__all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'EMBEDDING_FIELDS', 'COMPLETION_FIELDS', 'MESSAGE_FIELDS', 'GENERATE_ARGS',
-           'FINISH_REASONS', 'TOOL_NAME', 'RESPOND_JSON', 'RESPOND_TEXT', 'HARMONY_RULES', 'MAX_BODY', 'POOLINGS',
-           'MAX_EMBED_INPUTS', 'TTFT_BUCKETS', 'SERVE_INSTALL', 'APIError', 'bad_request', 'request_models',
-           'parse_request', 'sampling_kwargs', 'completion_ids', 'check_fits', 'tool_format', 'ToolPlan', 'check_tools',
-           'tool_plan', 'chat_messages', 'generic_system', 'generic_messages', 'tool_prompt', 'chat_ids',
-           'call_schemas', 'answer_schema', 'tool_grammar', 'parse_tool_calls', 'chat_message', 'message_deltas',
-           'parse_harmony', 'renamed_rules', 'harmony_grammar', 'Slot', 'FairLock', 'Cancelled', 'Work', 'Batcher',
-           'SharedModel', 'SlotPool', 'Job', 'usage', 'timings', 'chat_logprob', 'completion_logprobs', 'response',
-           'sse', 'read_body', 'model_name', 'prepare', 'stream_events', 'answer_text', 'complete', 'pooling_of',
-           'pool_hidden', 'embed', 'embedding_inputs', 'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse',
-           'call_on_loop', 'generation', 'make_app', 'add_info_routes', 'BackgroundServer', 'free_port', 'serve_args',
-           'warm_up', 'run_serve']
+__all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'EMBEDDING_FIELDS', 'COMPLETION_FIELDS', 'MESSAGE_FIELDS', 'FINISH_REASONS',
+           'TOOL_NAME', 'RESPOND_JSON', 'RESPOND_TEXT', 'HARMONY_RULES', 'MAX_BODY', 'POOLINGS', 'MAX_EMBED_INPUTS',
+           'TTFT_BUCKETS', 'SERVE_INSTALL', 'APIError', 'bad_request', 'request_models', 'parse_request',
+           'sampling_kwargs', 'completion_ids', 'check_fits', 'tool_format', 'ToolPlan', 'check_tools', 'tool_plan',
+           'chat_messages', 'generic_system', 'generic_messages', 'tool_prompt', 'chat_ids', 'call_schemas',
+           'answer_schema', 'tool_grammar', 'parse_tool_calls', 'chat_message', 'message_deltas', 'parse_harmony',
+           'renamed_rules', 'harmony_grammar', 'Slot', 'FairLock', 'Cancelled', 'Work', 'Batcher', 'SharedModel',
+           'SlotPool', 'Job', 'usage', 'timings', 'chat_logprob', 'completion_logprobs', 'response', 'sse', 'read_body',
+           'model_name', 'prepare', 'stream_events', 'answer_text', 'complete', 'pooling_of', 'pool_hidden', 'embed',
+           'embedding_inputs', 'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse', 'call_on_loop',
+           'generation', 'make_app', 'add_info_routes', 'BackgroundServer', 'free_port', 'serve_args', 'warm_up',
+           'run_serve']
 
 # %% ../nbs/4_27_serve.ipynb #d2ec5b43
 class APIError(Exception):
@@ -167,7 +167,6 @@ def parse_request(raw: bytes, kind: str):
         raise bad_request(msg, param) from None
 
 # %% ../nbs/4_27_serve.ipynb #cee98efd
-GENERATE_ARGS = frozenset(inspect.signature(Session.generate).parameters)
 FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length", "cancelled": "stop"}
 
 def _in_range(req, name, lo, hi, default=None):
@@ -443,7 +442,7 @@ def tool_grammar(plan: ToolPlan):
     "The grammar for the plan's answers (None: unconstrained, a call recognised after the fact)."
     if plan.format == "generic": return as_grammar(json_schema=answer_schema(plan))
     if plan.choice == "auto": return None
-    if plan.format == "harmony": return as_grammar(grammar=harmony_grammar(plan))     # (below)
+    if plan.format == "harmony": return as_grammar(grammar=harmony_grammar(plan))     # gpt-oss: `harmony_grammar`
     defs = {}
     calls = call_schemas(plan, defs, "parameters" if plan.format == "llama3" else "arguments")
     schema = {**(calls[0] if len(calls) == 1 else {"anyOf": calls}), **({"$defs": defs} if defs else {})}
@@ -470,7 +469,7 @@ def _json_at(text: str, i: int):
 # %% ../nbs/4_27_serve.ipynb #f2087102
 def parse_tool_calls(text: str, plan: ToolPlan) -> tuple:
     "(content or None, [(name, arguments JSON)]) of a model's answer under `plan`."
-    if plan.format == "harmony": return parse_harmony(text, plan)         # (below)
+    if plan.format == "harmony": return parse_harmony(text, plan)         # gpt-oss: `parse_harmony`
     if plan.format == "generic":
         obj, end = _json_at(text, 0)
         if not isinstance(obj, dict) or text[end:].strip(): return text, []
@@ -614,11 +613,15 @@ class Batcher:
         self.n_passes = self.n_rows = 0                     # for /metrics
         self.last_pass = 0.0
         self.batched = hasattr(model.engine, "forward_batch")   # chapter 15's engine; Part I's runs parts one by one
-        threading.Thread(target=self._loop, daemon=True, name="llmbook-batcher").start()
+        self.thread, self.stopped = None, False             # started by the first `submit`, ended by `stop`
 
     def submit(self, work: Work) -> np.ndarray:
         "Queue `work` and wait for its logits (called by a slot's thread)."
         with self.cond:
+            if self.stopped: raise Cancelled("the server is stopping")
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, daemon=True, name="llmbook-batcher")
+                self.thread.start()
             self.queue.append(work); self.expected.discard(work.cache); self.cond.notify_all()
         work.done.wait()
         if work.error is not None: raise work.error
@@ -665,7 +668,10 @@ def _loop(self: Batcher):
     "The batcher's thread: wait for work (and for the slots served last), run a step, hand back what is done."
     while True:
         with self.cond:
-            while not self.queue: self.cond.wait()
+            while not self.queue and not self.stopped: self.cond.wait()
+            if self.stopped:
+                for w in self.queue: w.error = Cancelled("the server stopped"); w.done.set()
+                self.queue.clear(); return
             deadline = time.perf_counter() + max(self.last_pass, 0.002)
             while self.expected and (left := deadline - time.perf_counter()) > 0: self.cond.wait(left)
             for w in [w for w in self.queue if w.cancel is not None and w.cancel.is_set()]:
@@ -679,6 +685,12 @@ def _loop(self: Batcher):
                 if error is not None or w.at == len(w.ids):
                     self.queue.remove(w); w.error = error; self.expected.add(w.cache); w.done.set()
             self.cond.notify_all()
+
+@patch
+def stop(self: Batcher, timeout: float = 10.0):
+    "End the batcher's thread: after the step it runs, queued work fails as cancelled (the app's shutdown calls it)."
+    with self.cond: self.stopped = True; self.cond.notify_all()
+    if self.thread is not None: self.thread.join(timeout)
 
 # %% ../nbs/4_27_serve.ipynb #fe15e7cf
 class SharedModel:
@@ -1175,7 +1187,11 @@ def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: 
     from starlette.exceptions import HTTPException
     pool = SlotPool(model, n_slots, n_ctx, max_queue, n_batch)
     pool.metrics = Metrics()
-    app = FastAPI(title="llmbook", version=__import__("llmbook").__version__)
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        pool.batcher.stop()                              # the server stops: so does the batcher's thread
+    app = FastAPI(title="llmbook", version=__import__("llmbook").__version__, lifespan=lifespan)
     app.state.pool, app.state.model = pool, model
 
     @app.exception_handler(APIError)

@@ -205,14 +205,14 @@ def marker_tokenizer(tmp_path):
         tokens = f.metadata["tokenizer.ggml.tokens"]
     with GGUFFile(w.write()) as f: return Tokenizer.from_gguf(f, EXTRAS), tokens
 
-def test_harmony_reply_splits_the_channels(tmp_path):
-    "On a vocabulary with harmony's markers as control tokens: a plain decode drops them; harmony_reply splits the channels."
+def test_harmony_split_splits_the_channels(tmp_path):
+    "On a vocabulary with harmony's markers as control tokens: a plain decode drops them; harmony_split splits the channels."
     tok, tokens = marker_tokenizer(tmp_path)
     reply = ("<|channel|>analysis<|message|>the user greets<|end|><|start|>assistant<|channel|>final<|message|>hello there")
     ids = tok.encode(reply, add_special=False, parse_special=True)
     assert sum(i >= len(tokens) for i in ids) == 6                       # its 6 markers are single control tokens
     assert "<|channel|>" not in tok.decode(ids)                          # which a plain decode leaves out
-    assert moe.harmony_reply(tok, ids) == {"reasoning_content": "the user greets", "content": "hello there"}
+    assert moe.harmony_split(tok.decode(ids, special=True)) == {"reasoning_content": "the user greets", "content": "hello there"}
     assert moe.harmony_split("hello") == {"reasoning_content": "", "content": "hello"}
     assert moe.harmony_split("<|channel|>analysis<|message|>so far") == {"reasoning_content": "so far", "content": ""}
     assert moe.harmony_split("<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>final "

@@ -138,3 +138,17 @@ def test_server_batches_and_each_answer_is_its_own():
 def metrics(url) -> dict:
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in httpx.get(url + "/metrics").text.splitlines()
             if line and not line.startswith("#")}
+
+
+def test_no_thread_is_left_when_a_server_stops(model):
+    "The batcher's thread starts with the first request and ends with the server (the app's lifespan stops it)."
+    from llmbook.serve import make_app, BackgroundServer, free_port
+    batchers = lambda: [t for t in threading.enumerate() if t.name == "llmbook-batcher" and t.is_alive()]
+    before = len(batchers())
+    app = make_app(model, n_slots=2, n_ctx=64)
+    assert len(batchers()) == before                       # an app that has served nothing runs no thread
+    with BackgroundServer(app, port=free_port()) as server:
+        r = httpx.post(server.url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 4}, timeout=120)
+        assert r.status_code == 200, r.text
+        assert len(batchers()) == before + 1
+    assert len(batchers()) == before and not app.state.pool.batcher.thread.is_alive()
