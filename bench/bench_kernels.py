@@ -12,7 +12,31 @@ import numba
 import numpy as np
 from llmbook import packed as P, runtime as R
 from llmbook import attention_kernels as A
-from decode_smollm2 import rope, add          # bench/: the RoPE and residual-add kernels of the minimal forward pass
+from numba import njit
+
+# The decode-step estimate's RoPE and residual add: two small kernels of its own (the engine fuses both into others)
+@njit(cache=True, fastmath=A.FAST)
+def rope(x, pos0, cos, sin, neox):
+    "Rotate `x` `(n_tokens, n_heads, head_dim)` in place; token t is at position pos0 + t. NeoX pairs (i, i + n_rot/2)."
+    n_tokens, n_heads, head_dim = x.shape
+    half = cos.shape[1]
+    for t in range(n_tokens):
+        p = pos0 + t
+        for h in range(n_heads):
+            for i in range(half):
+                c, s = cos[p, i], sin[p, i]
+                ia, ib = (i, i + half) if neox else (2 * i, 2 * i + 1)
+                a, b = x[t, h, ia], x[t, h, ib]
+                x[t, h, ia] = a * c - b * s
+                x[t, h, ib] = a * s + b * c
+
+
+@njit(cache=True, fastmath=A.FAST)
+def add(x, delta):
+    "x += delta, elementwise (the residual connection), for arrays of any matching contiguous shape."
+    a, b = x.reshape(-1), delta.reshape(-1)
+    for i in range(a.size): a[i] += b[i]
+
 
 SMOLLM2 = dict(n_embd=576, n_ff=1536, n_heads=9, n_kv_heads=3, n_layers=30, n_vocab=49152)
 

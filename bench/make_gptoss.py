@@ -24,7 +24,7 @@ from llmbook.gguf import GGUFFile, GGUFWriter, GGUFValueType
 from llmbook.tensors import QTensor, GGMLType
 from llmbook.model import default_model_path
 from llmbook.quants import quantize
-from llmbook.moe import copy_tokenizer, quantize_mxfp4
+from llmbook.moe import _copy_tokenizer, quantize_mxfp4
 
 SHAPE = dict(n_embd=2880, n_heads=64, n_kv_heads=8, head_dim=64, n_expert=32, n_expert_used=4, n_ff_exp=2880, n_vocab=201088)
 
@@ -41,7 +41,7 @@ def write_gptoss(path, n_layers=8, seed=0, n_embd=2880, n_heads=64, n_kv_heads=8
     a("expert_count", n_expert); a("expert_used_count", n_expert_used); a("expert_feed_forward_length", n_ff_exp)
     a("attention.sliding_window", 128)
     w.add("gpt-oss.rope.scaling.type", "yarn"); a("rope.scaling.factor", 32.0, f32); a("rope.scaling.original_context_length", 4096)
-    n_vocab = copy_tokenizer(w, default_model_path(), n_vocab)
+    n_vocab = _copy_tokenizer(w, default_model_path(), n_vocab)
     rng = np.random.default_rng(seed)
     def q8(name, shape, std):               # Q8_0, 16384 rows at a time (the embedding alone is 579 M weights)
         slabs = [quantize(rng.standard_normal((min(16384, shape[0] - r), shape[1]), np.float32) * np.float32(std), "Q8_0").data

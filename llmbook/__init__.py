@@ -9,7 +9,8 @@ from .quants import dequantize, quantize
 from .model import Model, ModelConfig
 from .tokenizer import Tokenizer, TokenizerError, StreamDecoder
 from .sampling import Sampler, SamplerSettings
-from .generate import LLM, Session, Completion, ChatTemplateError, render_chat, TokenStep, Stream
+from .generate import LLM, Session, Completion, TokenStep, Stream
+from .chat import ChatTemplateError, render_chat      # chapter 18: LLM.chat and Session.chat come with it
 from .quantize import quantize_model, quantize_plan, measure, file_type
 from .loading import load
 

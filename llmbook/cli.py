@@ -21,14 +21,12 @@ from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
 from .int8 import KERNEL_SETS, KERNEL_SET_NAMES, kernel_set
 
 # %% auto #0
-__all__ = ['COMMANDS', 'COLD_RUN', 'build_parser', 'main', 'inspect_args', 'run_inspect', 'generate_args', 'run_generate',
-           'chat_args', 'run_chat', 'tokenize_args', 'run_tokenize', 'quantize_args', 'run_quantize', 'perplexity_args',
-           'perplexity_numbers', 'run_perplexity', 'bench_args', 'cold_start_seconds', 'bench_numbers', 'run_bench']
+__all__ = ['COMMANDS', 'main']
 
 # %% ../nbs/4_26_cli.ipynb #531ee05a
 COMMANDS = {}   # name: (declare arguments, run, one-line help), in the order --help lists them
 
-def build_parser(commands=None) -> argparse.ArgumentParser:
+def _build_parser(commands=None) -> argparse.ArgumentParser:
     "The `llmbook` argument parser: one subcommand per entry of `COMMANDS`, with the arguments of `commands` (default all)."
     parser = argparse.ArgumentParser(prog="llmbook",
                                      description="LLM inference from GGUF files, in numpy and numba.")
@@ -49,7 +47,7 @@ def _error_line(e: BaseException) -> str:
 def main(argv=None) -> int:
     "Run the `llmbook` command line; returns the exit status (0 on success)."
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv[:1])              # the command is the first word: declare only its arguments
+    parser = _build_parser(argv[:1])              # the command is the first word: declare only its arguments
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -67,14 +65,14 @@ def main(argv=None) -> int:
         return 130
 
 # %% ../nbs/4_26_cli.ipynb #faa74428
-def inspect_args(p: argparse.ArgumentParser):
+def _inspect_args(p: argparse.ArgumentParser):
     "`llmbook inspect PATH [--max-tensors N] [--key KEY]`"
     p.add_argument("path", help="a .gguf file")
     p.add_argument("--max-tensors", type=int, default=None, metavar="N",
                    help="show only the first N tensors of the table")
     p.add_argument("--key", default=None, help="print only this metadata value, in full, as JSON")
 
-def run_inspect(args) -> int:
+def _run_inspect(args) -> int:
     "Print a GGUF file's summary (or one metadata value, as JSON)."
     with GGUFFile(args.path) as f:
         if args.key is None:
@@ -86,7 +84,7 @@ def run_inspect(args) -> int:
         print(json.dumps(f.metadata[args.key], ensure_ascii=False, indent=None))
     return 0
 
-COMMANDS["inspect"] = (inspect_args, run_inspect, "show a GGUF file's metadata and tensors")
+COMMANDS["inspect"] = (_inspect_args, _run_inspect, "show a GGUF file's metadata and tensors")
 
 # %% ../nbs/4_26_cli.ipynb #024232a1
 class _Notice:
@@ -211,7 +209,7 @@ def _write_stream(stream):
     return stream.result
 
 # %% ../nbs/4_26_cli.ipynb #04d8ec96
-def generate_args(p: argparse.ArgumentParser):
+def _generate_args(p: argparse.ArgumentParser):
     "`llmbook generate PROMPT`, with the model's and the sampler's options."
     p.add_argument("prompt", help="the text to continue ('-': read it from stdin)")
     _model_args(p)
@@ -219,7 +217,7 @@ def generate_args(p: argparse.ArgumentParser):
     p.add_argument("--ignore-eos", action="store_true",
                    help="do not stop at end-of-generation tokens (never draw them)")
 
-def run_generate(args) -> int:
+def _run_generate(args) -> int:
     "Print the completion of the prompt as it is made, then a newline."
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     options = _sampling(args)
@@ -230,17 +228,17 @@ def run_generate(args) -> int:
     if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
     return 0
 
-COMMANDS["generate"] = (generate_args, run_generate, "continue a prompt, streaming the text to stdout")
+COMMANDS["generate"] = (_generate_args, _run_generate, "continue a prompt, streaming the text to stdout")
 
 # %% ../nbs/4_26_cli.ipynb #b07fe60f
-def chat_args(p: argparse.ArgumentParser):
+def _chat_args(p: argparse.ArgumentParser):
     "`llmbook chat`, with the model's and the sampler's options and `--system`."
     _model_args(p)
     _sampling_args(p, max_tokens=256)
     p.add_argument("--system", default=None, metavar="TEXT",
                    help="a system message to start each conversation with")
 
-def run_chat(args) -> int:
+def _run_chat(args) -> int:
     "Answer each line of stdin in one conversation, until an empty line or the end of input."
     options = _sampling(args)
     m = _load(args)
@@ -262,10 +260,10 @@ def run_chat(args) -> int:
         _print_logprobs(c, m.tokenizer)
         if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
 
-COMMANDS["chat"] = (chat_args, run_chat, "chat with a model, one message per line of stdin")
+COMMANDS["chat"] = (_chat_args, _run_chat, "chat with a model, one message per line of stdin")
 
 # %% ../nbs/4_26_cli.ipynb #668d68b1
-def tokenize_args(p: argparse.ArgumentParser):
+def _tokenize_args(p: argparse.ArgumentParser):
     "`llmbook tokenize TEXT [--pieces] [--no-bos] [--no-parse-special]`"
     p.add_argument("text", help="the text to tokenize ('-': read it from stdin)")
     p.add_argument("--model", "-m", default=None, metavar="PATH",
@@ -276,7 +274,7 @@ def tokenize_args(p: argparse.ArgumentParser):
     p.add_argument("--no-parse-special", action="store_true",
                    help="read control tokens' text (<|im_start|>) as plain text")
 
-def run_tokenize(args) -> int:
+def _run_tokenize(args) -> int:
     "Print the token ids of the text (JSON), or one id and piece per line."
     text = sys.stdin.read() if args.text == "-" else args.text
     with GGUFFile(args.model if args.model is not None else default_model_path()) as f:
@@ -288,10 +286,10 @@ def run_tokenize(args) -> int:
         print(f"{t:>7} {json.dumps(piece, ensure_ascii=False)}")
     return 0
 
-COMMANDS["tokenize"] = (tokenize_args, run_tokenize, "show the token ids (or pieces) of a text")
+COMMANDS["tokenize"] = (_tokenize_args, _run_tokenize, "show the token ids (or pieces) of a text")
 
 # %% ../nbs/4_26_cli.ipynb #e72e936a
-def quantize_args(p: argparse.ArgumentParser):
+def _quantize_args(p: argparse.ArgumentParser):
     "`llmbook quantize IN OUT [--type TYPE] [--quiet]`"
     p.add_argument("input", help="the GGUF model to quantize (any type llmbook reads)")
     p.add_argument("output", help="the GGUF file to write")
@@ -299,16 +297,16 @@ def quantize_args(p: argparse.ArgumentParser):
                    help=f"the file type: {', '.join(FILE_TYPES)} (Q4_K = Q4_K_M, Q5_K = Q5_K_M; default Q8_0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
-def run_quantize(args) -> int:
+def _run_quantize(args) -> int:
     "Write the quantized file and print its one-line summary."
     print(quantize_model(args.input, args.output, args.type, progress=not args.quiet).summary())
     return 0
 
-COMMANDS["quantize"] = (quantize_args, run_quantize,
+COMMANDS["quantize"] = (_quantize_args, _run_quantize,
                         "write a GGUF model with its weights in fewer bits (Q8_0, Q4_K_M, ...)")
 
 # %% ../nbs/4_26_cli.ipynb #9e38c970
-def perplexity_args(p: argparse.ArgumentParser):
+def _perplexity_args(p: argparse.ArgumentParser):
     "`llmbook perplexity [--model PATH] [--text FILE] [--ctx N] [--reference PATH] [--json]`"
     p.add_argument("--model", "-m", default=None, metavar="PATH",
                    help="a GGUF model (default: the embedded SmolLM2-135M-Instruct)")
@@ -331,7 +329,7 @@ def _read_text(arg) -> str:
     return sys.stdin.read() if arg == "-" else Path(arg).read_text(encoding="utf-8")
 
 # %% ../nbs/4_26_cli.ipynb #2b7aba33
-def perplexity_numbers(args) -> dict:
+def _perplexity_numbers(args) -> dict:
     "Perplexity of `--model` on the text; with `--reference`, KL divergence and top-1 agreement against it too."
     text = _read_text(args.text)
     with _Notice("loading the model"):
@@ -355,9 +353,9 @@ def perplexity_numbers(args) -> dict:
                    mean_kl=scores.mean_kl, kl_p99=scores.kl_quantile(0.99), top1_agreement=scores.top1)
     return res
 
-def run_perplexity(args) -> int:
-    "Print `perplexity_numbers`, as text or as JSON."
-    r = perplexity_numbers(args)
+def _run_perplexity(args) -> int:
+    "Print `_perplexity_numbers`, as text or as JSON."
+    r = _perplexity_numbers(args)
     if args.json: print(json.dumps(r)); return 0
     print(f"model:       {r['model']}\ntext:        {r['text_tokens']} tokens, windows of {r['ctx']}, "
           f"{r['scored_tokens']} scored\nperplexity:  {r['perplexity']:.4f}")
@@ -367,11 +365,11 @@ def run_perplexity(args) -> int:
               f"top-1 agreement: {r['top1_agreement']:.2%}")
     return 0
 
-COMMANDS["perplexity"] = (perplexity_args, run_perplexity,
+COMMANDS["perplexity"] = (_perplexity_args, _run_perplexity,
                           "perplexity on a text, and KL divergence against a reference model")
 
 # %% ../nbs/4_26_cli.ipynb #a1133b89
-def bench_args(p: argparse.ArgumentParser):
+def _bench_args(p: argparse.ArgumentParser):
     "`llmbook bench`, with the model's options, the token counts, `--cold` and `--json`."
     _model_args(p)
     p.add_argument("--prompt-tokens", type=int, default=64, metavar="N",
@@ -382,7 +380,7 @@ def bench_args(p: argparse.ArgumentParser):
                    help="also time a fresh process compiling the kernels on an empty numba cache")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
 
-COLD_RUN = """
+_COLD_RUN = """
 import sys, time
 t0 = time.perf_counter()
 from llmbook.loading import load
@@ -392,19 +390,19 @@ m.forward([1, 2], cache); m.forward([3], cache)
 print(time.perf_counter() - t0)
 """
 
-def cold_start_seconds(model: str | None, n_threads: int | None) -> float:
+def _cold_start_seconds(model: str | None, n_threads: int | None) -> float:
     """Seconds a fresh process takes to import llmbook, load `model` and run a first batch and a first token,
     on an empty numba cache."""
     import subprocess, tempfile
     with tempfile.TemporaryDirectory(prefix="llmbook-numba-") as empty:
-        done = subprocess.run([sys.executable, "-c", COLD_RUN, str(model or ""), str(n_threads or "")],
+        done = subprocess.run([sys.executable, "-c", _COLD_RUN, str(model or ""), str(n_threads or "")],
                               env=dict(os.environ, NUMBA_CACHE_DIR=empty), capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"the cold-cache run failed: {done.stderr.strip().splitlines()[-1:]}")
     return float(done.stdout.split()[-1])
 
 # %% ../nbs/4_26_cli.ipynb #7754777a
-def bench_numbers(args) -> dict:
+def _bench_numbers(args) -> dict:
     "Load `--model` and measure it: `benchmark`'s numbers, the load time and the state of numba's cache."
     for name in ("prompt_tokens", "gen_tokens", "repeat"):
         if getattr(args, name) < 1: raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
@@ -424,13 +422,13 @@ def bench_numbers(args) -> dict:
     if r["decode_bytes"]: r["decode_gb_s"] = r["decode_bytes"] * r["decode"] / 1e9
     if args.cold:
         with _Notice("timing a fresh process on an empty numba cache (it compiles every kernel: a minute or so)"):
-            r["cold_start_s"] = cold_start_seconds(args.model, args.threads)
+            r["cold_start_s"] = _cold_start_seconds(args.model, args.threads)
     return r
 
 # %% ../nbs/4_26_cli.ipynb #8ef8f357
-def run_bench(args) -> int:
-    "Print `bench_numbers`, as text or as JSON."
-    r = bench_numbers(args)
+def _run_bench(args) -> int:
+    "Print `_bench_numbers`, as text or as JSON."
+    r = _bench_numbers(args)
     if args.json: print(json.dumps(r)); return 0
     print(f"model     {Path(r['model']).name} ({r['arch']}), loaded in {r['load_s']:.2f} s")
     print(f"threads   {r['threads']} ({r['threading_layer']} threading layer)")
@@ -448,7 +446,7 @@ def run_bench(args) -> int:
               f"{r['threads']} threads")
     return 0
 
-COMMANDS["bench"] = (bench_args, run_bench, "prefill and decode speed (tokens/s) of a model on this machine")
+COMMANDS["bench"] = (_bench_args, _run_bench, "prefill and decode speed (tokens/s) of a model on this machine")
 
 # %% ../nbs/4_26_cli.ipynb #fef231d7
 def _serve_args(p: argparse.ArgumentParser):

@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from .tensors import GGMLType, QTensor, type_info
 
 # %% auto #0
-__all__ = ['SCALAR_DTYPES', 'MAX_NESTING', 'GGML_MAX_DIMS', 'INT64_MAX', 'GGUFError', 'GGUFValueType', 'TensorInfo', 'TensorNotFound', 'GGUFFile', 'GGML_MAX_NAME', 'infer_value_type', 'GGUFWriter']
+__all__ = ['SCALAR_DTYPES', 'GGML_MAX_DIMS', 'GGUFError', 'GGUFValueType', 'TensorInfo', 'TensorNotFound', 'GGUFFile', 'GGML_MAX_NAME', 'infer_value_type', 'GGUFWriter']
 
 # %% ../nbs/1_02_gguf.ipynb #ff1572a4
 class GGUFError(ValueError):
@@ -61,7 +61,7 @@ class _Cursor:
         return np.frombuffer(self.buf, dtype=dtype, count=n, offset=self.pos - n * dtype.itemsize)
 
 # %% ../nbs/1_02_gguf.ipynb #1b04fe31
-MAX_NESTING = 8   # arrays of arrays deeper than this are refused (no real file nests more than 2)
+_MAX_NESTING = 8   # arrays of arrays deeper than this are refused (no real file nests more than 2)
 
 def _read_value(cur: _Cursor, vtype: int, what: str):
     if vtype == GGUFValueType.STRING: return cur.string(what, "surrogateescape"), GGUFValueType.STRING
@@ -71,7 +71,7 @@ def _read_value(cur: _Cursor, vtype: int, what: str):
     return (bool(v) if vtype == GGUFValueType.BOOL else v.item()), GGUFValueType(vtype)
 
 def _read_array(cur: _Cursor, what: str, depth: int):
-    if depth >= MAX_NESTING: cur.fail(what, f"arrays nested more than {MAX_NESTING} deep")
+    if depth >= _MAX_NESTING: cur.fail(what, f"arrays nested more than {_MAX_NESTING} deep")
     at, t = cur.pos, cur.u32(f"item type of {what}")
     if t == GGUFValueType.ARRAY:                  # each inner array takes at least 12 bytes: its item type and count
         pairs = [_read_array(cur, f"item {i} of {what}", depth + 1) for i in range(cur.count(f"item count of {what}", 12))]
@@ -96,7 +96,7 @@ def _read_strings(cur: _Cursor, n: int, what: str) -> list:
 
 # %% ../nbs/1_02_gguf.ipynb #e2695125
 GGML_MAX_DIMS = 4     # ggml tensors have at most 4 dims
-INT64_MAX = 2**63 - 1
+_INT64_MAX = 2**63 - 1
 
 @dataclass(frozen=True)
 class TensorInfo:
@@ -113,7 +113,7 @@ def _read_tensor_info(cur: _Cursor, i: int):
     at, n_dims = cur.pos, cur.u32(f"n_dims of {what}")
     if not 1 <= n_dims <= GGML_MAX_DIMS: cur.fail(f"n_dims of {what}", f"{n_dims} dims (ggml allows 1 to {GGML_MAX_DIMS})", at)
     at, dims = cur.pos, tuple(cur.array(np.dtype("<u8"), n_dims, f"dims of {what}").tolist())
-    if max(dims) > INT64_MAX or math.prod(dims) > INT64_MAX: cur.fail(f"dims of {what}", f"{dims}: the element count overflows 64 bits", at)
+    if max(dims) > _INT64_MAX or math.prod(dims) > _INT64_MAX: cur.fail(f"dims of {what}", f"{dims}: the element count overflows 64 bits", at)
     at, t = cur.pos, cur.u32(f"type of {what}")
     try: info = type_info(t)
     except ValueError as e: cur.fail(f"type of {what}", str(e), at)

@@ -16,21 +16,14 @@ from .tokenizer import Tokenizer, TokenType
 from .tokenizer_extras import EXTRAS, PRE_TOKENIZERS, sentencepiece_model
 
 # %% auto #0
-__all__ = ['SAFETENSORS_DTYPES', 'LLAMA_BLOCK_NAMES', 'GEMMA3_BLOCK_NAMES', 'TOP_NAMES', 'SKIPPED', 'HF_ARCHS', 'CHKTXT',
-           'PRE_HASHES', 'PRE_TOKENIZER_JSON', 'SPECIAL_KEYS', 'CONVERT_TYPES', 'GGUF_TO_HF_ARCH', 'HUB_NAME',
-           'CONVERTER_VERSION', 'HFError', 'write_safetensors', 'SafetensorsEntry', 'read_safetensors',
-           'read_safetensors_dir', 'HFArch', 'gguf_name', 'permute_qk', 'unpermute_qk', 'rope_hparams', 'hf_hparams',
-           'llama3_rope_factors', 'pre_tokenizer_family', 'looks_special', 'bpe_vocab', 'pre_tokenizer_name',
-           'special_tokens', 'spm_vocab', 'hf_tokenizer', 'hf_config', 'read_hf', 'convert_type', 'write_gguf',
-           'convert', 'hf_name', 'hf_config_of', 'export_hf', 'is_hub_name', 'HubError', 'parse_hub_name', 'pick_gguf',
-           'hub_cache_dir', 'cached_repo_files', 'resolve_hub', 'llmbook_cache_dir', 'converted_path', 'load_source',
-           'convert_args', 'run_convert']
+__all__ = ['HFError', 'write_safetensors', 'read_safetensors', 'permute_qk', 'llama3_rope_factors', 'read_hf', 'convert',
+           'export_hf', 'is_hub_name', 'HubError', 'load_source', 'convert_args', 'run_convert']
 
 # %% ../nbs/4_22_hf.ipynb #8893048f
 class HFError(ValueError):
     "A Hugging Face checkpoint llmbook cannot read: the message names the file and says what to do."
 
-SAFETENSORS_DTYPES = {"F32": (np.float32, GGMLType.F32), "F16": (np.float16, GGMLType.F16),
+_SAFETENSORS_DTYPES = {"F32": (np.float32, GGMLType.F32), "F16": (np.float16, GGMLType.F16),
                       "BF16": (np.uint16, GGMLType.BF16)}   # numpy has no bfloat16: its bits as uint16
 
 def write_safetensors(path, tensors: dict, metadata: dict | None = None) -> Path:
@@ -56,7 +49,7 @@ def write_safetensors(path, tensors: dict, metadata: dict | None = None) -> Path
 
 # %% ../nbs/4_22_hf.ipynb #e32a91ed
 @dataclass
-class SafetensorsEntry:
+class _SafetensorsEntry:
     "One tensor of a safetensors file: where it came from, its dtype name, shape, and its raw bytes (a view)."
     path: Path
     name: str
@@ -66,16 +59,16 @@ class SafetensorsEntry:
 
     def tensor(self):
         "The tensor itself, still in the file: a float32/float16 array view, or a BF16 `QTensor` view."
-        if self.dtype not in SAFETENSORS_DTYPES:
+        if self.dtype not in _SAFETENSORS_DTYPES:
             raise HFError(f"{self.path}: tensor {self.name!r} is {self.dtype}; llmbook reads F32, F16 and BF16 "
                           "checkpoints (quantized or FP8 checkpoints: convert them to one of these first)")
-        np_dtype, ggml = SAFETENSORS_DTYPES[self.dtype]
+        np_dtype, ggml = _SAFETENSORS_DTYPES[self.dtype]
         if ggml == GGMLType.BF16: return QTensor(self.raw, ggml, self.shape or (1,))
         return self.raw.view(np_dtype).reshape(self.shape)
 
 # %% ../nbs/4_22_hf.ipynb #f7d7c9bb
 def read_safetensors(path) -> dict:
-    "The tensors of a safetensors file as `SafetensorsEntry`s (name -> entry), memory-mapped, nothing copied."
+    "The tensors of a safetensors file as `_SafetensorsEntry`s (name -> entry), memory-mapped, nothing copied."
     path = Path(path)
     size = path.stat().st_size
     with open(path, "rb") as f:
@@ -94,7 +87,7 @@ def read_safetensors(path) -> dict:
         except (KeyError, TypeError, ValueError): raise HFError(f"{path}: bad header entry for {name!r}: {info!r}") from None
         if not 0 <= begin <= end <= size - 8 - n or end - begin != int(np.prod(shape, dtype=np.int64)) * itemsize:
             raise HFError(f"{path}: tensor {name!r} ({info['dtype']} {list(shape)}) does not fit its offsets {begin}..{end}")
-        out[name] = SafetensorsEntry(path, name, info["dtype"], shape, data[8 + n + begin: 8 + n + end])
+        out[name] = _SafetensorsEntry(path, name, info["dtype"], shape, data[8 + n + begin: 8 + n + end])
     return out
 
 # %% ../nbs/4_22_hf.ipynb #00e13732
@@ -105,7 +98,7 @@ def _read_json(path: Path, what: str, required: bool = True):
     try: return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e: raise HFError(f"{path} is not valid JSON: {e}") from None
 
-def read_safetensors_dir(d) -> dict:
+def _read_safetensors_dir(d) -> dict:
     "Every tensor of a checkpoint directory (`model.safetensors`, or the shards its index lists) as name -> entry."
     d = Path(d)
     index_path = d / "model.safetensors.index.json"
@@ -133,20 +126,20 @@ def read_safetensors_dir(d) -> dict:
     return out
 
 # %% ../nbs/4_22_hf.ipynb #af61329e
-LLAMA_BLOCK_NAMES = {
+_LLAMA_BLOCK_NAMES = {
     "input_layernorm": "attn_norm",          "post_attention_layernorm": "ffn_norm",
     "self_attn.q_proj": "attn_q",            "self_attn.k_proj": "attn_k",
     "self_attn.v_proj": "attn_v",            "self_attn.o_proj": "attn_output",
     "self_attn.q_norm": "attn_q_norm",       "self_attn.k_norm": "attn_k_norm",       # qwen3
     "mlp.gate_proj": "ffn_gate",             "mlp.up_proj": "ffn_up",             "mlp.down_proj": "ffn_down"}
-GEMMA3_BLOCK_NAMES = {**LLAMA_BLOCK_NAMES,
+_GEMMA3_BLOCK_NAMES = {**_LLAMA_BLOCK_NAMES,
     "post_attention_layernorm": "post_attention_norm",  "pre_feedforward_layernorm": "ffn_norm",
     "post_feedforward_layernorm": "post_ffw_norm"}
-TOP_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
-SKIPPED = (".rotary_emb.inv_freq", ".attention.masked_bias", ".attention.bias")   # buffers, not weights
+_TOP_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+_SKIPPED = (".rotary_emb.inv_freq", ".attention.masked_bias", ".attention.bias")   # buffers, not weights
 
 @dataclass(frozen=True)
-class HFArch:
+class _HFArch:
     "How one Hugging Face architecture class becomes GGUF: its GGUF name, its block names and its weight fix-ups."
     hf: str                 # `architectures[0]` in config.json
     arch: str               # `general.architecture` in GGUF
@@ -155,20 +148,20 @@ class HFArch:
     norm_shift: float = 0.0 # added to every norm weight (Gemma stores w - 1)
     skip_lm_head: bool = False
 
-HF_ARCHS = {a.hf: a for a in (
-    HFArch("LlamaForCausalLM", "llama", LLAMA_BLOCK_NAMES, True),
-    HFArch("MistralForCausalLM", "llama", LLAMA_BLOCK_NAMES, True),
-    HFArch("Qwen2ForCausalLM", "qwen2", LLAMA_BLOCK_NAMES, False),
-    HFArch("Qwen3ForCausalLM", "qwen3", LLAMA_BLOCK_NAMES, False),
-    HFArch("Gemma3ForCausalLM", "gemma3", GEMMA3_BLOCK_NAMES, False, norm_shift=1.0, skip_lm_head=True))}
+_HF_ARCHS = {a.hf: a for a in (
+    _HFArch("LlamaForCausalLM", "llama", _LLAMA_BLOCK_NAMES, True),
+    _HFArch("MistralForCausalLM", "llama", _LLAMA_BLOCK_NAMES, True),
+    _HFArch("Qwen2ForCausalLM", "qwen2", _LLAMA_BLOCK_NAMES, False),
+    _HFArch("Qwen3ForCausalLM", "qwen3", _LLAMA_BLOCK_NAMES, False),
+    _HFArch("Gemma3ForCausalLM", "gemma3", _GEMMA3_BLOCK_NAMES, False, norm_shift=1.0, skip_lm_head=True))}
 
-def gguf_name(hf_name: str, arch: HFArch) -> str | None:
+def _gguf_name(hf_name: str, arch: _HFArch) -> str | None:
     "The GGUF name of checkpoint tensor `hf_name` (None: not a weight llama.cpp keeps); HFError if unknown."
-    if hf_name.endswith(SKIPPED) or (arch.skip_lm_head and hf_name == "lm_head.weight"): return None
+    if hf_name.endswith(_SKIPPED) or (arch.skip_lm_head and hf_name == "lm_head.weight"): return None
     m = re.fullmatch(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)", hf_name)
     if m and m.group(2) in arch.block_names: return f"blk.{m.group(1)}.{arch.block_names[m.group(2)]}.{m.group(3)}"
     m = re.fullmatch(r"(.+)\.(weight|bias)", hf_name)
-    if m and m.group(1) in TOP_NAMES: return f"{TOP_NAMES[m.group(1)]}.{m.group(2)}"
+    if m and m.group(1) in _TOP_NAMES: return f"{_TOP_NAMES[m.group(1)]}.{m.group(2)}"
     raise HFError(f"tensor {hf_name!r} has no GGUF name in llmbook's {arch.hf} table")
 
 # %% ../nbs/4_22_hf.ipynb #8d571f02
@@ -178,7 +171,7 @@ def permute_qk(w, n_head: int):
     return np.ascontiguousarray(w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
                                 .swapaxes(1, 2).reshape(w.shape))
 
-def unpermute_qk(w, n_head: int):
+def _unpermute_qk(w, n_head: int):
     "The inverse of `permute_qk`: GGUF's row order back to Hugging Face's."
     w = np.asarray(w)
     return np.ascontiguousarray(w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:])
@@ -190,7 +183,7 @@ def _get(config: dict, *keys, default=None):
         if config.get(k) is not None: return config[k]
     return default
 
-def rope_hparams(config: dict, arch: HFArch) -> dict:
+def _rope_hparams(config: dict, arch: _HFArch) -> dict:
     "The RoPE keys: base frequency (of the global and of the sliding-window layers) and linear scaling."
     a, c, md = arch.arch, config, {}
     rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
@@ -208,7 +201,7 @@ def rope_hparams(config: dict, arch: HFArch) -> dict:
     return md
 
 # %% ../nbs/4_22_hf.ipynb #6592ce05
-def hf_hparams(config: dict, arch: HFArch) -> dict:
+def _hf_hparams(config: dict, arch: _HFArch) -> dict:
     "The `{arch}.*` metadata llama.cpp's converter writes for `config` (config.json as a dict)."
     a, c, gemma = arch.arch, config, arch.arch == "gemma3"       # Gemma 3's converter has defaults of its own
     n_head = _get(c, "num_attention_heads", default=8 if gemma else None)
@@ -220,7 +213,7 @@ def hf_hparams(config: dict, arch: HFArch) -> dict:
           f"{a}.embedding_length": c["hidden_size"], f"{a}.feed_forward_length": c.get("intermediate_size"),
           f"{a}.attention.head_count": n_head,
           f"{a}.attention.head_count_kv": _get(c, "num_key_value_heads", default=4 if gemma else None)}
-    md.update(rope_hparams(c, arch))
+    md.update(_rope_hparams(c, arch))
     md[f"{a}.attention.layer_norm_rms_epsilon"] = _get(c, "rms_norm_eps", "norm_eps", default=1e-6 if gemma else None)
     head_dim = _get(c, "head_dim", default=256 if gemma else None)
     if head_dim is not None: md[f"{a}.attention.key_length"] = md[f"{a}.attention.value_length"] = head_dim
@@ -251,12 +244,12 @@ def llama3_rope_factors(config: dict) -> np.ndarray | None:
     return np.where(wavelen < old_ctx / hi, 1.0, np.where(wavelen > old_ctx / lo, factor, mid)).astype(np.float32)
 
 # %% ../nbs/4_22_hf.ipynb #78ba6d17
-CHKTXT = ("\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 "
+_CHKTXT = ("\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 "
           "3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= нещо на "
           "Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, "
           "'D you like some tea? We'Ve a'lL")
 
-PRE_HASHES = {   # sha256(str(ids of CHKTXT)) -> tokenizer.ggml.pre, as llama.cpp's converter assigns it
+_PRE_HASHES = {   # sha256(str(ids of _CHKTXT)) -> tokenizer.ggml.pre, as llama.cpp's converter assigns it
     "1431a23e583c97432bc230bff598d103ddb5a1f89960c8f1d1051aaa944d0b35": "minerva-7b",
     "a6b57017d60e6edb4d88ecc2845188e0eb333a70357e45dcc9b53964a73bbae6": "falcon-h1",
     "60476e1243776c4fb1b993dbd7a5f15ac22f83c80afdf425fa5ae01c8d44ef86": "falcon-h1",
@@ -297,14 +290,14 @@ _LLAMA3_RX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
 _QWEN2_RX = _LLAMA3_RX.replace(r"\p{N}{1,3}", r"\p{N}")
 def _split(rx): return {"type": "Split", "pattern": {"Regex": rx}, "behavior": "Isolated", "invert": False}
 
-PRE_TOKENIZER_JSON = {   # family (the name llmbook's tokenizer gives that expression) -> tokenizer.json's pre_tokenizer
+_PRE_TOKENIZER_JSON = {   # family (the name llmbook's tokenizer gives that expression) -> tokenizer.json's pre_tokenizer
     "gpt-2": _BYTELEVEL,
     "starcoder": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTELEVEL]},
     "llama-bpe": {"type": "Sequence", "pretokenizers": [_split(_LLAMA3_RX), _SPLIT_BYTES]},
     "qwen2": {"type": "Sequence", "pretokenizers": [_split(_QWEN2_RX), _SPLIT_BYTES]}}
 
-def pre_tokenizer_family(pre: dict | None) -> str:
-    "Which family of pre-tokenizer expression a tokenizer.json `pre_tokenizer` is: a key of `PRE_TOKENIZER_JSON`."
+def _pre_tokenizer_family(pre: dict | None) -> str:
+    "Which family of pre-tokenizer expression a tokenizer.json `pre_tokenizer` is: a key of `_PRE_TOKENIZER_JSON`."
     parts = (pre or {}).get("pretokenizers", [pre]) if (pre or {}).get("type") == "Sequence" else [pre or {}]
     kinds = [p.get("type") for p in parts]
     byte_level = [p for p in parts if p.get("type") == "ByteLevel"]
@@ -319,15 +312,15 @@ def pre_tokenizer_family(pre: dict | None) -> str:
                   f"(byte-level BPE of the GPT-2, StarCoder/SmolLM, Llama 3 or Qwen 2 kind)")
 
 # %% ../nbs/4_22_hf.ipynb #3f6650d1
-SPECIAL_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id", "sep": "seperator_token_id",
+_SPECIAL_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id", "sep": "seperator_token_id",
                 "pad": "padding_token_id", "cls": "cls_token_id", "mask": "mask_token_id"}   # (sic: llama.cpp's spelling)
 
-def looks_special(text: str) -> bool:
+def _looks_special(text: str) -> bool:
     "The converter's guess that an added token not marked special is a control token anyway."
     return (text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or (text.startswith("<|") and text.endswith("|>"))
             or (text.startswith("<｜") and text.endswith("｜>")) or (text.startswith("<unused") and text.endswith(">")))
 
-def bpe_vocab(tok_json: dict, vocab_size: int | None) -> dict:
+def _bpe_vocab(tok_json: dict, vocab_size: int | None) -> dict:
     "tokenizer.ggml.tokens / token_type / merges of a byte-level BPE tokenizer.json."
     model = tok_json.get("model") or {}
     if model.get("type") != "BPE": raise HFError(f"tokenizer.json: model type {model.get('type')!r}; llmbook converts BPE tokenizers")
@@ -342,7 +335,7 @@ def bpe_vocab(tok_json: dict, vocab_size: int | None) -> dict:
         t = by_id.get(i)
         if t is None: tokens.append(f"[PAD{i}]"); types.append(TokenType.UNUSED); continue
         if t in added and added[t]["id"] == i:
-            if added[t].get("special") or looks_special(t): types.append(TokenType.CONTROL)
+            if added[t].get("special") or _looks_special(t): types.append(TokenType.CONTROL)
             else: t = t.replace("\u2581", " "); types.append(TokenType.USER_DEFINED)
         else: types.append(TokenType.NORMAL)
         tokens.append(t)
@@ -353,18 +346,18 @@ def bpe_vocab(tok_json: dict, vocab_size: int | None) -> dict:
             "tokenizer.ggml.token_type": [int(t) for t in types], "tokenizer.ggml.merges": list(merges)}
 
 # %% ../nbs/4_22_hf.ipynb #f240f0d3
-def pre_tokenizer_name(md: dict, family: str) -> str:
-    "The `tokenizer.ggml.pre` llama.cpp's converter would assign: the hash of our tokenizer's ids of `CHKTXT`."
+def _pre_tokenizer_name(md: dict, family: str) -> str:
+    "The `tokenizer.ggml.pre` llama.cpp's converter would assign: the hash of our tokenizer's ids of `_CHKTXT`."
     tok = Tokenizer({**md, "tokenizer.ggml.pre": family}, EXTRAS)
-    ids = tok.encode(CHKTXT, add_special=True, parse_special=False)
-    name = PRE_HASHES.get(hashlib.sha256(str(ids).encode()).hexdigest())
+    ids = tok.encode(_CHKTXT, add_special=True, parse_special=False)
+    name = _PRE_HASHES.get(hashlib.sha256(str(ids).encode()).hexdigest())
     if name is not None and PRE_TOKENIZERS[name].patterns == PRE_TOKENIZERS[family].patterns: return name
     warnings.warn(f"the tokenizer's pre-tokenizer hash is not in llama.cpp's table (its converter would refuse "
                   f"this tokenizer); using {family!r}, the name of its expression family")
     return family
 
 # %% ../nbs/4_22_hf.ipynb #d078e19f
-def special_tokens(d: Path, tok_json: dict | None, tok_config: dict | None, config: dict, n_vocab: int) -> dict:
+def _special_tokens(d: Path, tok_json: dict | None, tok_config: dict | None, config: dict, n_vocab: int) -> dict:
     "Special ids, add-BOS/EOS flags and the chat template, as gguf-py's `SpecialVocab` reads them."
     md, ids, add = {}, {}, {}
     added = (tok_json or {}).get("added_tokens", [])
@@ -379,14 +372,14 @@ def special_tokens(d: Path, tok_json: dict | None, tok_config: dict | None, conf
                 last = p["single"][-1].get("SpecialToken", {}).get("id")
                 if first: tc.setdefault("bos_token", first); add["bos"] = first == content(tc["bos_token"])
                 if last: tc.setdefault("eos_token", last); add["eos"] = last == content(tc["eos_token"])
-    for typ in SPECIAL_KEYS:
+    for typ in _SPECIAL_KEYS:
         flag = tc.get(f"add_{typ}_token")
         if isinstance(flag, bool): add.setdefault(typ, flag)
         text = content(tc.get(f"{typ}_token"))
         tid = next((t.get("id") for t in added if t.get("content") == text), None) if isinstance(text, str) else None
         if tid is None: tid = config.get(f"{typ}_token_id")
         if isinstance(tid, int) and 0 <= tid < n_vocab: ids.setdefault(typ, tid)
-    for typ, tid in ids.items(): md[f"tokenizer.ggml.{SPECIAL_KEYS[typ]}"] = tid
+    for typ, tid in ids.items(): md[f"tokenizer.ggml.{_SPECIAL_KEYS[typ]}"] = tid
     for typ, flag in add.items(): md[f"tokenizer.ggml.add_{typ}_token"] = flag
     template = tc.get("chat_template")
     if template is None and (d / "chat_template.jinja").is_file(): template = (d / "chat_template.jinja").read_text(encoding="utf-8")
@@ -400,7 +393,7 @@ def special_tokens(d: Path, tok_json: dict | None, tok_config: dict | None, conf
     return md
 
 # %% ../nbs/4_22_hf.ipynb #438f6e16
-def spm_vocab(path: Path, vocab_size: int | None, tok_config: dict | None) -> dict:
+def _spm_vocab(path: Path, vocab_size: int | None, tok_config: dict | None) -> dict:
     "tokenizer.ggml.tokens / scores / token_type from a SentencePiece `tokenizer.model`, as the converter reads it."
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor()
@@ -415,21 +408,21 @@ def spm_vocab(path: Path, vocab_size: int | None, tok_config: dict | None) -> di
     for sid, t in ((tok_config or {}).get("added_tokens_decoder") or {}).items():
         i, text = int(sid), t["content"]
         if i >= n: continue
-        if t.get("special") or looks_special(text): types[i] = int(TokenType.CONTROL)
+        if t.get("special") or _looks_special(text): types[i] = int(TokenType.CONTROL)
         else: text = text.replace("\u2581", " "); types[i] = int(TokenType.USER_DEFINED)
         tokens[i], scores[i] = text, -1000.0
     return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.pre": "default", "tokenizer.ggml.tokens": tokens,
             "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types}
 
 # %% ../nbs/4_22_hf.ipynb #e5db2d77
-def hf_tokenizer(d: Path, config: dict, arch: HFArch) -> dict:
+def _hf_tokenizer(d: Path, config: dict, arch: _HFArch) -> dict:
     "All `tokenizer.*` metadata of checkpoint directory `d`, as llama.cpp's converter writes it."
     tok_config = _read_json(d / "tokenizer_config.json", "", required=False)
     vocab_size = config.get("vocab_size")
     if (d / "tokenizer.model").is_file():                     # SentencePiece first, as the converter tries it
         tok_json = _read_json(d / "tokenizer.json", "", required=False)
-        md = spm_vocab(d / "tokenizer.model", vocab_size, tok_config)
-        md.update(special_tokens(d, tok_json, tok_config, config, len(md["tokenizer.ggml.tokens"])))
+        md = _spm_vocab(d / "tokenizer.model", vocab_size, tok_config)
+        md.update(_special_tokens(d, tok_json, tok_config, config, len(md["tokenizer.ggml.tokens"])))
         if arch.arch == "gemma3": md["tokenizer.ggml.add_space_prefix"] = False
         return md
     tok_json = _read_json(d / "tokenizer.json", "the tokenizer (a byte-level BPE tokenizer.json, or tokenizer.model "
@@ -438,13 +431,13 @@ def hf_tokenizer(d: Path, config: dict, arch: HFArch) -> dict:
     if model.get("byte_fallback") and not model.get("ignore_merges"):
         raise HFError(f"{d / 'tokenizer.json'}: a SentencePiece-style BPE (byte_fallback) without tokenizer.model; "
                       "put the model's tokenizer.model in the directory")
-    md = bpe_vocab(tok_json, vocab_size)
-    family = pre_tokenizer_family(tok_json.get("pre_tokenizer"))
-    md.update(special_tokens(d, tok_json, tok_config, config, len(md["tokenizer.ggml.tokens"])))
+    md = _bpe_vocab(tok_json, vocab_size)
+    family = _pre_tokenizer_family(tok_json.get("pre_tokenizer"))
+    md.update(_special_tokens(d, tok_json, tok_config, config, len(md["tokenizer.ggml.tokens"])))
     if arch.arch == "llama" and isinstance((tok_config or {}).get("add_prefix_space"), bool):
         md["tokenizer.ggml.add_space_prefix"] = tok_config["add_prefix_space"]
     if arch.arch == "llama" and vocab_size == 49152: md["tokenizer.ggml.add_bos_token"] = False
-    md["tokenizer.ggml.pre"] = pre_tokenizer_name(md, family)
+    md["tokenizer.ggml.pre"] = _pre_tokenizer_name(md, family)
     return md
 
 # %% ../nbs/4_22_hf.ipynb #691f41b6
@@ -461,33 +454,33 @@ def _rows(t, n: int):
     if _is_bf16(t): return QTensor(t.data.view(np.uint16).reshape(t.shape)[:n], GGMLType.BF16, (n,) + t.shape[1:])
     return t[:n]
 
-def hf_config(d) -> tuple:
-    "config.json of directory `d` and the `HFArch` it names; HFError for a missing file or an unknown architecture."
+def _hf_config(d) -> tuple:
+    "config.json of directory `d` and the `_HFArch` it names; HFError for a missing file or an unknown architecture."
     d = Path(d)
     if not d.is_dir(): raise HFError(f"{d} is not a directory")
     config = _read_json(d / "config.json", "a Hugging Face checkpoint directory has config.json (the hyper-parameters), "
                         "model.safetensors (the weights) and tokenizer.json (the tokenizer)")
     names = config.get("architectures") or []
-    arch = next((HF_ARCHS[n] for n in names if n in HF_ARCHS), None)
+    arch = next((_HF_ARCHS[n] for n in names if n in _HF_ARCHS), None)
     if arch is None:
         raise HFError(f"{d / 'config.json'}: architecture {names[0] if names else config.get('model_type')!r} is not "
-                      f"supported; llmbook converts {', '.join(HF_ARCHS)}")
+                      f"supported; llmbook converts {', '.join(_HF_ARCHS)}")
     return config, arch
 
 # %% ../nbs/4_22_hf.ipynb #c218d133
 def read_hf(d) -> tuple:
     "GGUF metadata (dict) and tensors (GGUF name -> float array or BF16 `QTensor`) of Hugging Face checkpoint `d`."
     d = Path(d)
-    config, arch = hf_config(d)
+    config, arch = _hf_config(d)
     md = {"general.architecture": arch.arch, "general.type": "model", "general.name": d.resolve().name}
-    md.update(hf_hparams(config, arch))
-    entries = read_safetensors_dir(d)                        # weights before the tokenizer: the likelier problem
-    md.update(hf_tokenizer(d, config, arch))
+    md.update(_hf_hparams(config, arch))
+    entries = _read_safetensors_dir(d)                        # weights before the tokenizer: the likelier problem
+    md.update(_hf_tokenizer(d, config, arch))
     n_head = md[f"{arch.arch}.attention.head_count"]
     n_kv = md.get(f"{arch.arch}.attention.head_count_kv", n_head)
     tensors = {}
     for hf_name, e in entries.items():
-        name = gguf_name(hf_name, arch)
+        name = _gguf_name(hf_name, arch)
         if name is None: continue
         t = e.tensor()
         if arch.permute_qk and hf_name.endswith(("q_proj.weight", "q_proj.bias")): t = _permuted(t, n_head)
@@ -501,12 +494,12 @@ def read_hf(d) -> tuple:
     return md, tensors
 
 # %% ../nbs/4_22_hf.ipynb #072203dd
-CONVERT_TYPES = {"F32": FileType("F32", 0, GGMLType.F32), "BF16": FileType("BF16", 32, GGMLType.BF16), **FILE_TYPES}
+_CONVERT_TYPES = {"F32": FileType("F32", 0, GGMLType.F32), "BF16": FileType("BF16", 32, GGMLType.BF16), **FILE_TYPES}
 
-def convert_type(name) -> FileType:
+def _convert_type(name) -> FileType:
     "The `FileType` of `name` for `convert`: F32, BF16, or any of chapter 21's (F16, Q8_0, Q4_K_M, ...)."
     if isinstance(name, FileType): return name
-    return CONVERT_TYPES.get(str(name).upper()) or file_type(name)
+    return _CONVERT_TYPES.get(str(name).upper()) or file_type(name)
 
 @dataclass
 class _Info:                     # the part of a GGUF tensor info that `quantize_plan` reads
@@ -535,9 +528,9 @@ def _meta_type(key: str, v):
     if isinstance(v, list) and v and all(isinstance(x, float) for x in v): return (GGUFValueType.ARRAY, GGUFValueType.FLOAT32)
     return None
 
-def write_gguf(metadata: dict, tensors: dict, out_path, type="F16", progress: bool = False) -> QuantizeResult:
+def _write_gguf(metadata: dict, tensors: dict, out_path, type="F16", progress: bool = False) -> QuantizeResult:
     "Write `metadata` and `tensors` (from `read_hf`) as GGUF `out_path`, matrices in `type`, with chapter 21's plan."
-    ft, t0, out_path = convert_type(type), time.perf_counter(), Path(out_path)
+    ft, t0, out_path = _convert_type(type), time.perf_counter(), Path(out_path)
     infos = {n: _Info(tuple(t.shape), _src_type(t)) for n, t in tensors.items()}
     for n, info in infos.items():          # what the converter writes as F32 whatever the type: vectors and norms
         if len(info.shape) <= 1 or n.endswith("_norm.weight"): info.ggml_type = GGMLType.F32
@@ -562,29 +555,29 @@ def write_gguf(metadata: dict, tensors: dict, out_path, type="F16", progress: bo
 def convert(src_dir, out_path, type="F16", progress: bool = False) -> QuantizeResult:
     "Convert Hugging Face checkpoint directory `src_dir` to GGUF `out_path` (matrices in `type`: F16, Q8_0, Q4_K_M, ...)."
     md, tensors = read_hf(src_dir)
-    return write_gguf(md, tensors, out_path, type, progress)
+    return _write_gguf(md, tensors, out_path, type, progress)
 
 # %% ../nbs/4_22_hf.ipynb #8f04c58e
-GGUF_TO_HF_ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+_GGUF_TO_HF_ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                    "gemma3": "Gemma3ForCausalLM"}
 
-def hf_name(name: str, arch: HFArch) -> str:
-    "The checkpoint name of GGUF tensor `name` (the inverse of `gguf_name`)."
+def _hf_name(name: str, arch: _HFArch) -> str:
+    "The checkpoint name of GGUF tensor `name` (the inverse of `_gguf_name`)."
     m = re.fullmatch(r"blk\.(\d+)\.(.+)\.(weight|bias)", name)
     if m:
         inverse = {v: k for k, v in arch.block_names.items()}
         if m.group(2) in inverse: return f"model.layers.{m.group(1)}.{inverse[m.group(2)]}.{m.group(3)}"
     m = re.fullmatch(r"(.+)\.(weight|bias)", name)
-    inverse = {v: k for k, v in TOP_NAMES.items()}
+    inverse = {v: k for k, v in _TOP_NAMES.items()}
     if m and m.group(1) in inverse: return f"{inverse[m.group(1)]}.{m.group(2)}"
     raise HFError(f"GGUF tensor {name!r} has no Hugging Face name in llmbook's {arch.hf} table")
 
-def hf_config_of(md: dict, f: GGUFFile) -> dict:
-    "config.json for the model of GGUF metadata `md` (the inverse of `hf_hparams`)."
+def _hf_config_of(md: dict, f: GGUFFile) -> dict:
+    "config.json for the model of GGUF metadata `md` (the inverse of `_hf_hparams`)."
     a = md["general.architecture"]
     g = lambda k, default=None: md.get(f"{a}.{k}", default)
     n_vocab = f.tensors["token_embd.weight"].shape[0]
-    c = {"architectures": [GGUF_TO_HF_ARCH[a]], "model_type": {"gemma3": "gemma3_text"}.get(a, a),
+    c = {"architectures": [_GGUF_TO_HF_ARCH[a]], "model_type": {"gemma3": "gemma3_text"}.get(a, a),
          "hidden_size": g("embedding_length"), "intermediate_size": g("feed_forward_length"),
          "num_hidden_layers": g("block_count"), "num_attention_heads": g("attention.head_count"),
          "num_key_value_heads": g("attention.head_count_kv", g("attention.head_count")),
@@ -592,7 +585,7 @@ def hf_config_of(md: dict, f: GGUFFile) -> dict:
          "rope_theta": g("rope.freq_base", 10000.0), "vocab_size": n_vocab,
          "tie_word_embeddings": "output.weight" not in f.tensors, "torch_dtype": "float16"}
     if g("attention.key_length"): c["head_dim"] = g("attention.key_length")
-    for typ, key in SPECIAL_KEYS.items():
+    for typ, key in _SPECIAL_KEYS.items():
         if f"tokenizer.ggml.{key}" in md and typ in ("bos", "eos", "pad", "unk"): c[f"{typ}_token_id"] = md[f"tokenizer.ggml.{key}"]
     if g("rope.scaling.type") == "linear": c["rope_scaling"] = {"rope_type": "linear", "factor": g("rope.scaling.factor")}
     if a == "llama": c.update(hidden_act="silu", attention_bias=False, mlp_bias=False)
@@ -619,7 +612,7 @@ def _tokenizer_json(md: dict) -> dict:
                 "pair": [b, {"Sequence": {"id": "A", "type_id": 0}}, b, {"Sequence": {"id": "B", "type_id": 1}}],
                 "special_tokens": {tokens[bos]: {"id": tokens[bos], "ids": [bos], "tokens": [tokens[bos]]}}}
     return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
-            "pre_tokenizer": PRE_TOKENIZER_JSON[family], "post_processor": post,
+            "pre_tokenizer": _PRE_TOKENIZER_JSON[family], "post_processor": post,
             "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
             "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                       "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
@@ -634,7 +627,7 @@ def _tokenizer_config(md: dict) -> dict:
                                    for i, t in enumerate(types) if t in (TokenType.CONTROL, TokenType.USER_DEFINED)
                                    and (scores is None or scores[i] == -1000.0)},
           "clean_up_tokenization_spaces": False, "model_max_length": md.get(f"{md['general.architecture']}.context_length")}
-    for typ, key in SPECIAL_KEYS.items():
+    for typ, key in _SPECIAL_KEYS.items():
         tid = md.get(f"tokenizer.ggml.{key}")
         if tid is not None and 0 <= tid < len(tokens): tc[f"{typ}_token"] = tokens[tid]
     for flag in ("bos", "eos"):
@@ -650,21 +643,21 @@ def export_hf(gguf_path, out_dir, dtype: str = "F16") -> Path:
     with GGUFFile(gguf_path) as f:
         md = f.metadata
         a = md.get("general.architecture")
-        if a not in GGUF_TO_HF_ARCH: raise HFError(f"{gguf_path}: architecture {a!r}; llmbook exports {', '.join(GGUF_TO_HF_ARCH)}")
-        arch = HF_ARCHS[GGUF_TO_HF_ARCH[a]]
+        if a not in _GGUF_TO_HF_ARCH: raise HFError(f"{gguf_path}: architecture {a!r}; llmbook exports {', '.join(_GGUF_TO_HF_ARCH)}")
+        arch = _HF_ARCHS[_GGUF_TO_HF_ARCH[a]]
         n_head = md[f"{a}.attention.head_count"]; n_kv = md.get(f"{a}.attention.head_count_kv", n_head)
         tensors = {}
         for name in f.tensors:
             if name == "rope_freqs.weight": continue            # config.json's rope_scaling says it (llama3)
             x = f.dequantize(name)
-            if arch.permute_qk and name.startswith("blk.") and ".attn_q." in name: x = unpermute_qk(x, n_head)
-            if arch.permute_qk and name.startswith("blk.") and ".attn_k." in name: x = unpermute_qk(x, n_kv)
+            if arch.permute_qk and name.startswith("blk.") and ".attn_q." in name: x = _unpermute_qk(x, n_head)
+            if arch.permute_qk and name.startswith("blk.") and ".attn_k." in name: x = _unpermute_qk(x, n_kv)
             if arch.norm_shift and name.endswith("norm.weight"): x = x - np.float32(arch.norm_shift)
-            tensors[hf_name(name, arch)] = (QTensor(f32_to_bf16(x), GGMLType.BF16, x.shape) if dtype.upper() == "BF16"
+            tensors[_hf_name(name, arch)] = (QTensor(f32_to_bf16(x), GGMLType.BF16, x.shape) if dtype.upper() == "BF16"
                                             else x.astype(np.float16 if dtype.upper() == "F16" else np.float32))
         write_safetensors(out / "model.safetensors", tensors, {"format": "pt"})
         del tensors
-        config = hf_config_of(md, f)
+        config = _hf_config_of(md, f)
         config["torch_dtype"] = {"F16": "float16", "F32": "float32", "BF16": "bfloat16"}[dtype.upper()]
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if md.get("tokenizer.ggml.model") == "gpt2":
@@ -679,11 +672,11 @@ def export_hf(gguf_path, out_dir, dtype: str = "F16") -> Path:
     return out
 
 # %% ../nbs/4_22_hf.ipynb #3a9d5b5b
-HUB_NAME = re.compile(r"^([A-Za-z0-9][\w.-]*/[\w.-]+?)(?::([\w.-]+))?$")   # org/repo or org/repo:QUANT
+_HUB_NAME = re.compile(r"^([A-Za-z0-9][\w.-]*/[\w.-]+?)(?::([\w.-]+))?$")   # org/repo or org/repo:QUANT
 
 def is_hub_name(name) -> bool:
     "Whether `name` has the shape of a hub name, `org/repo[:QUANT]` (a path ending in .gguf does not)."
-    return not str(name).endswith(".gguf") and HUB_NAME.match(str(name)) is not None
+    return not str(name).endswith(".gguf") and _HUB_NAME.match(str(name)) is not None
 
 # %% ../nbs/4_22_hf.ipynb #5e4567ac
 class HubError(FileNotFoundError):
@@ -691,13 +684,13 @@ class HubError(FileNotFoundError):
 
 _NOT_MODELS = ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-", "dspark-")
 
-def parse_hub_name(name: str) -> tuple:
+def _parse_hub_name(name: str) -> tuple:
     "`org/repo[:QUANT]` -> (repo, quant or None)."
-    m = HUB_NAME.match(str(name))
+    m = _HUB_NAME.match(str(name))
     if not m: raise HubError(f"{name!r} is not a hub name (org/repo or org/repo:QUANT) nor an existing path")
     return m.group(1), m.group(2)
 
-def pick_gguf(files, quant: str | None = None) -> str | None:
+def _pick_gguf(files, quant: str | None = None) -> str | None:
     "The GGUF file `llama-cli -hf repo[:quant]` would pick among the repository's `files` (None if none fits)."
     models = [f for f in files if f.endswith(".gguf") and not any(s in f.rsplit("/", 1)[-1] for s in _NOT_MODELS)]
     first_parts = [f for f in models if not (m := re.search(r"-(\d{5})-of-(\d{5})\.gguf$", f)) or m.group(1) == "00001"]
@@ -708,15 +701,15 @@ def pick_gguf(files, quant: str | None = None) -> str | None:
     return None if quant else next(iter(first_parts), None)
 
 # %% ../nbs/4_22_hf.ipynb #ee153108
-def hub_cache_dir() -> Path:
+def _hub_cache_dir() -> Path:
     "Where huggingface_hub keeps its downloads: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."
     if os.environ.get("HF_HUB_CACHE"): return Path(os.environ["HF_HUB_CACHE"])
     home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "huggingface")
     return Path(home) / "hub"
 
-def cached_repo_files(repo: str, cache: Path | None = None) -> list:
+def _cached_repo_files(repo: str, cache: Path | None = None) -> list:
     "The files of `repo`'s cached snapshot (the one `refs/main` names, else any), as repository paths."
-    root = (cache or hub_cache_dir()) / ("models--" + repo.replace("/", "--"))
+    root = (cache or _hub_cache_dir()) / ("models--" + repo.replace("/", "--"))
     ref = root / "refs" / "main"
     snaps = [root / "snapshots" / ref.read_text().strip()] if ref.is_file() else sorted((root / "snapshots").glob("*"))
     return sorted({str(p.relative_to(s)) for s in snaps if s.is_dir() for p in s.rglob("*") if p.is_file() or p.is_symlink()})
@@ -725,10 +718,10 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "on", "yes", "true")
 
 # %% ../nbs/4_22_hf.ipynb #bb0997e0
-def resolve_hub(name: str, offline: bool | None = None) -> Path:
+def _resolve_hub(name: str, offline: bool | None = None) -> Path:
     "A local GGUF path for hub name `org/repo[:QUANT]` (Q4_K_M by default), downloaded into or found in the hub cache."
-    repo, quant = parse_hub_name(name)
-    offline, cache = _offline() if offline is None else offline, hub_cache_dir()
+    repo, quant = _parse_hub_name(name)
+    offline, cache = _offline() if offline is None else offline, _hub_cache_dir()
     try: import huggingface_hub as hub
     except ImportError: raise HubError(f"resolving {name!r} needs huggingface_hub: pip install huggingface_hub") from None
     from huggingface_hub.errors import RepositoryNotFoundError
@@ -738,12 +731,12 @@ def resolve_hub(name: str, offline: bool | None = None) -> Path:
         except RepositoryNotFoundError:
             raise HubError(f"the hub has no repository {repo!r} (or it is private or gated: log in with `hf auth login`)") from None
         except Exception as e: why = f"the hub could not be reached ({type(e).__name__})"
-    if not files: files = cached_repo_files(repo, cache)
+    if not files: files = _cached_repo_files(repo, cache)
     if not files:
         raise HubError(f"{why or 'no answer from the hub'} and {repo!r} is not in the hub cache {cache}: download it where "
                        f"there is a network with `hf download {repo} --include '*{quant or 'Q4_K_M'}*.gguf'` (same HF_HOME), "
                        "or pass the path of a GGUF file")
-    fname = pick_gguf(files, quant)
+    fname = _pick_gguf(files, quant)
     if fname is None:
         raise HubError(f"{repo} has no GGUF file for {quant or 'Q4_K_M or Q8_0'}; its GGUF files: "
                        f"{', '.join(f for f in files if f.endswith('.gguf')) or 'none'}")
@@ -753,25 +746,25 @@ def resolve_hub(name: str, offline: bool | None = None) -> Path:
                        f"download it with `hf download {repo} {fname}`") from None
 
 # %% ../nbs/4_22_hf.ipynb #8a5ccd6b
-CONVERTER_VERSION = 1     # part of the cache key: bump it when `convert` writes something different
+_CONVERTER_VERSION = 1     # part of the cache key: bump it when `convert` writes something different
 
-def llmbook_cache_dir() -> Path:
+def _llmbook_cache_dir() -> Path:
     "Where converted checkpoints are kept: $LLMBOOK_CACHE, else ~/.cache/llmbook."
     return Path(os.environ.get("LLMBOOK_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmbook")
 
-def converted_path(d, type="F16") -> Path:
+def _converted_path(d, type="F16") -> Path:
     "The cache file `load_source` converts directory `d` into (it may not exist yet)."
-    d, ft = Path(d).resolve(), convert_type(type)
+    d, ft = Path(d).resolve(), _convert_type(type)
     stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(d.iterdir()) if p.is_file()]
-    key = hashlib.sha256(json.dumps([str(d), stats, ft.name, CONVERTER_VERSION]).encode()).hexdigest()[:16]
-    return llmbook_cache_dir() / "hf" / f"{d.name}.{ft.name}.{key}.gguf"
+    key = hashlib.sha256(json.dumps([str(d), stats, ft.name, _CONVERTER_VERSION]).encode()).hexdigest()[:16]
+    return _llmbook_cache_dir() / "hf" / f"{d.name}.{ft.name}.{key}.gguf"
 
 def load_source(source, type="F16", progress: bool = False) -> Path:
     "A GGUF path for `source`: a GGUF file as it is, a checkpoint directory converted once (cached), or `org/repo[:QUANT]`."
     p = Path(source).expanduser()
     if p.is_file(): return p
     if p.is_dir():
-        out = converted_path(p, type)
+        out = _converted_path(p, type)
         if not out.is_file():
             out.parent.mkdir(parents=True, exist_ok=True)
             convert(p, out, type, progress=progress)
@@ -779,7 +772,7 @@ def load_source(source, type="F16", progress: bool = False) -> Path:
     if not is_hub_name(source):
         raise FileNotFoundError(f"{source}: no such file or directory (give a GGUF file, a Hugging Face checkpoint "
                                 "directory, or a hub name org/repo[:QUANT])")
-    return resolve_hub(str(source))
+    return _resolve_hub(str(source))
 
 # %% ../nbs/4_22_hf.ipynb #bd4c0aaf
 def convert_args(p):

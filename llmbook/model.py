@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['SUPPORTED_ARCHS', 'LINEAR_SLAB_BYTES', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_INSTALL', 'UnsupportedModelError',
-           'family_of', 'scalings_of', 'has_experts', 'ModelConfig', 'LayerWeights', 'ModelWeights', 'layer_matrices',
-           'load_weights', 'linear', 'Model', 'physical_memory', 'ReferenceEngine', 'default_model_path']
+           'family_of', 'scalings_of', 'ModelConfig', 'LayerWeights', 'ModelWeights', 'layer_matrices', 'load_weights',
+           'linear', 'Model', 'physical_memory', 'ReferenceEngine', 'default_model_path']
 
 # %% ../nbs/1_07_model.ipynb #aab23454
 from dataclasses import dataclass, field
@@ -33,11 +33,6 @@ def family_of(f: GGUFFile, families=()):
 def scalings_of(f: GGUFFile, families=()) -> list:
     "The families among `families` for any architecture (`arch` None: RoPE scalings) that apply to `f`."
     return [fam for fam in families if fam.arch is None and fam.applies(f)]
-
-def has_experts(f: GGUFFile) -> bool:
-    "Whether `f` holds a mixture of experts: an `{arch}.expert_count` key, or expert tensors (`ffn_*_exps`)."
-    arch = f.metadata.get("general.architecture")
-    return bool(f.metadata.get(f"{arch}.expert_count")) or any("_exps." in name for name in f.tensors)
 
 # %% ../nbs/1_07_model.ipynb #030c429f
 @dataclass
@@ -80,9 +75,6 @@ def from_gguf(cls: ModelConfig, f: GGUFFile, families=()) -> ModelConfig:
     "Read the configuration of the model in GGUF file `f` (an open `GGUFFile`); `families`: see `family_of`."
     md, arch, name = f.metadata, f.metadata.get("general.architecture"), Path(f.path).name
     family, scalings = family_of(f, families), scalings_of(f, families)
-    if family is None and not families and has_experts(f):
-        raise UnsupportedModelError(f"{name}: a mixture-of-experts {arch} model, and this Model was given no family that "
-                                    "runs one: open it with llmbook's load(path), or pass families=llmbook.moe.FAMILIES")
     if arch not in SUPPORTED_ARCHS and family is None:
         runs = ", ".join(dict.fromkeys(SUPPORTED_ARCHS + tuple(fam.arch for fam in families if fam.arch)))
         raise UnsupportedModelError(f"{name}: architecture {arch!r} is not supported; llmbook runs {runs}"
@@ -162,12 +154,13 @@ class LayerWeights:
     ffn_gate: QTensor | None                      # None when `moe` runs the feed-forward network
     ffn_up: QTensor | None
     ffn_down: QTensor | None
-    attn_q_norm: np.ndarray | None = None         # gemma3: RMSNorm of each query head
-    attn_k_norm: np.ndarray | None = None         # gemma3: RMSNorm of each key head
+    attn_q_norm: np.ndarray | None = None         # gemma3: RMSNorm of each query head (OLMoE: of all of them at once)
+    attn_k_norm: np.ndarray | None = None         # gemma3: RMSNorm of each key head (OLMoE: of all of them at once)
     post_attention_norm: np.ndarray | None = None # gemma3
     post_ffw_norm: np.ndarray | None = None       # gemma3
     biases: dict = field(default_factory=dict)    # e.g. {"attn_q": array}: files that have them
     moe: object = None                            # a family's FFN (a mixture of experts; see family_of), else None
+    attn_sinks: np.ndarray | None = None          # gpt-oss: one sink score per head (chapter 05's `attention`)
 
 @dataclass
 class ModelWeights:
@@ -201,7 +194,8 @@ def layer_matrices(f: GGUFFile, p: str, c: ModelConfig, ffn: bool = True) -> tup
     if not ffn: shapes = {k: v for k, v in shapes.items() if not k.startswith("ffn_")}
     missing = [x for x in shapes if p + x + ".weight" not in f.tensors]
     if missing:
-        hint = " (a mixture-of-experts model?)" if p + "ffn_gate_inp.weight" in f.tensors else ""
+        hint = (" (a mixture of experts: open it with llmbook's load(path), or pass families=llmbook.moe.FAMILIES)"
+                if p + "ffn_gate_inp.weight" in f.tensors else "")
         raise UnsupportedModelError(f"{Path(f.path).name}: layer {p[4:-1]} lacks {', '.join(missing)}{hint}")
     mats, biases = {x: _matrix(f, p + x + ".weight", shape) for x, shape in shapes.items()}, {}
     for x, shape in shapes.items():
@@ -262,7 +256,6 @@ class Model:
         self.layer_freqs = [rope_freqs(c.n_rot, c.layer_rope_base(i), c.rope_scale if c.window(i) is None else 1.0,
                                        self.rope_factors()) for i in range(c.n_layers)]
         self.engine = (engine or ReferenceEngine)(self)
-        if hasattr(self.family, "adapt_engine"): self.family.adapt_engine(self)   # the family's attention (OLMoE, gpt-oss)
 
     backend = property(lambda self: self.engine.name, doc="The engine's name: 'numpy' (the reference) or 'kernels'.")
     n_threads = property(lambda self: getattr(self.engine, "n_threads", None), doc="The engine's threads (None: numpy's).")
@@ -339,13 +332,14 @@ def attention_block(self: ReferenceEngine, l: int, h: np.ndarray, pos: np.ndarra
     q = self.project(l, "attn_q", h).reshape(n, c.n_heads, c.head_dim)
     k = self.project(l, "attn_k", h).reshape(n, c.n_kv_heads, c.head_dim)
     v = self.project(l, "attn_v", h).reshape(n, c.n_kv_heads, c.head_dim)
-    if lw.attn_q_norm is not None:
-        q, k = rms_norm(q, lw.attn_q_norm, c.norm_eps), rms_norm(k, lw.attn_k_norm, c.norm_eps)
+    if lw.attn_q_norm is not None:           # in pieces as long as the norm: each head (gemma3), or all at once (OLMoE)
+        q = rms_norm(q.reshape(n, -1, lw.attn_q_norm.shape[-1]), lw.attn_q_norm, c.norm_eps).reshape(q.shape)
+        k = rms_norm(k.reshape(n, -1, lw.attn_k_norm.shape[-1]), lw.attn_k_norm, c.norm_eps).reshape(k.shape)
     q, k = self.rope(l, q, pos), self.rope(l, k, pos)
     cache.store(l, k, v)
     start = max(0, int(pos[0]) - c.window(l) + 1) if c.window(l) else 0    # the first key any of these queries sees
     keys, values = cache.layer_kv(l, int(pos[-1]) + 1, start)
-    o = attention(q, keys, values, pos, c.attn_scale, c.window(l), c.attn_softcap, k_pos0=start)
+    o = attention(q, keys, values, pos, c.attn_scale, c.window(l), c.attn_softcap, k_pos0=start, sinks=lw.attn_sinks)
     return self.project(l, "attn_output", o.reshape(n, c.n_heads * c.head_dim))
 
 # %% ../nbs/1_07_model.ipynb #32e4fb96

@@ -16,16 +16,12 @@ from .quants import (dequantize, DEQUANTIZERS, QUANTIZERS, quantizer, pack_bits,
                             signed_absmax, _records, BLOCK_Q2_K, BLOCK_Q3_K, BLOCK_Q4_K, BLOCK_Q5_K, BLOCK_Q6_K, BLOCK_Q8_K)
 
 # %% auto #0
-__all__ = ['K_QUANTIZERS', 'GROUP_MAX_EPS', 'FILE_TYPES', 'FILE_TYPE_ALIASES', 'QUANTIZATION_VERSION', 'KEEP_AS_IS', 'KEEP_NAMES',
-           'FALLBACK', 'SPLIT_KEYS', 'SAMPLE_TEXT', 'fit_scale_min', 'quantize_scales_6bit', 'sub_blocks_as_columns',
-           'pack_scales_k4', 'quantize_q4_k', 'quantize_q5_k', 'fit_symmetric_scale', 'quantize_q6_k', 'quantize_q2_k',
-           'refine_q3_levels', 'quantize_q3_k', 'quantize_q8_k', 'quantize', 'FileType', 'file_type', 'layer_of',
-           'llama_cpp_order', 'use_more_bits', 'is_quantizable', 'mix_rule', 'fit_rows', 'choose_type', 'TensorPlan',
-           'quantize_plan', 'LazyQTensor', 'ProgressBar', 'QuantizeResult', 'copy_metadata', 'quantize_model',
-           'evaluation_windows', 'log_softmax', 'scored_logprobs', 'Scores', 'measure', 'file_bits_per_weight']
+__all__ = ['FILE_TYPES', 'QUANTIZATION_VERSION', 'SAMPLE_TEXT', 'quantize', 'FileType', 'file_type', 'TensorPlan',
+           'quantize_plan', 'LazyQTensor', 'QuantizeResult', 'quantize_model', 'evaluation_windows', 'Scores',
+           'measure']
 
 # %% ../nbs/4_21_quantize.ipynb #c8ead433
-K_QUANTIZERS = {}   # GGMLType -> quantizer of blocks: the K-quants, registered with chapter 03's `quantizer(t, K_QUANTIZERS)`
+_K_QUANTIZERS = {}   # GGMLType -> quantizer of blocks: the K-quants, registered with chapter 03's `quantizer(t, _K_QUANTIZERS)`
 
 def _wsum(a):
     "Column sums of (k, m) float32, adding the k rows one after the other as the C reference's loop does."
@@ -34,7 +30,7 @@ def _wsum(a):
     return total
 
 # %% ../nbs/4_21_quantize.ipynb #07ed0fd5
-def fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int, use_mad: bool = False):
+def _fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int, use_mad: bool = False):
     """For each column of `x` (k, m) find `scale`, `minimum` >= 0 and levels `L` in 0..nmax so that
     `scale * L - minimum` is close to `x` in the `w`-weighted squared error, or absolute error if `use_mad`
     (llama.cpp's make_qkx2_quants)."""
@@ -72,18 +68,18 @@ def fit_scale_min(x, w, nmax: int, rmin: float, rdelta: float, nstep: int, use_m
     return scale.astype(np.float32), (-offset).astype(np.float32), L
 
 # %% ../nbs/4_21_quantize.ipynb #a45d7325
-def quantize_scales_6bit(values):
+def _quantize_scales_6bit(values):
     "Quantize non-negative per-sub-block values (n, 8) to 6 bits against their row maximum: (levels, f16 step)."
     top = np.maximum(values.max(axis=1, keepdims=True), 0)
     inv = np.where(top > 0, np.float32(63) / np.where(top > 0, top, 1), np.float32(0))
     return np.clip(np.rint(inv * values), 0, 63).astype(np.uint8), (top / np.float32(63)).astype(np.float16)
 
-def sub_blocks_as_columns(x, size: int) -> np.ndarray:
+def _sub_blocks_as_columns(x, size: int) -> np.ndarray:
     "(n, 256) super-blocks -> (size, n*256/size): one sub-block per column, so its sums are contiguous adds."
     return np.ascontiguousarray(x.reshape(-1, size).T)
 
 # %% ../nbs/4_21_quantize.ipynb #b3e126da
-def pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
+def _pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
     "The inverse of chapter 03's `unpack_scales_k4`: 8 six-bit scales and minimums per super-block -> 12 bytes."
     sc, mn = sc.astype(np.uint8), mn.astype(np.uint8)
     a = (sc[:, :4] & np.uint8(63)) | ((sc[:, 4:] >> np.uint8(4)) << np.uint8(6))
@@ -95,37 +91,37 @@ def pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
 def _quantize_k_with_min(x, nmax: int, rmin: float, nstep: int):
     "Q4_K/Q5_K: levels 0..nmax per weight, and the (d, dmin, 6-bit scales) of each super-block."
     n = len(x)
-    sub = sub_blocks_as_columns(x, 32)                   # (32, n*8)
+    sub = _sub_blocks_as_columns(x, 32)                   # (32, n*8)
     weights = np.sqrt(_wsum(sub * sub) / np.float32(32)) + np.abs(sub)
-    scale, minimum, L = fit_scale_min(sub, weights, nmax, rmin, 0.1, nstep)
-    ls, d = quantize_scales_6bit(scale.reshape(n, 8))
-    lm, dmin = quantize_scales_6bit(minimum.reshape(n, 8))
+    scale, minimum, L = _fit_scale_min(sub, weights, nmax, rmin, 0.1, nstep)
+    ls, d = _quantize_scales_6bit(scale.reshape(n, 8))
+    lm, dmin = _quantize_scales_6bit(minimum.reshape(n, 8))
     # round once more against the scales as they will be decoded (f16 step times 6-bit level)
     sub_scale = (d.astype(np.float32) * ls).reshape(-1)
     sub_min = (dmin.astype(np.float32) * lm).reshape(-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         again = np.clip(np.rint((sub + sub_min) / sub_scale), 0, nmax)
     L = np.where(sub_scale != 0, again, L)               # a zero scale keeps the levels of the search
-    return L.T.reshape(n, QK_K).astype(np.uint8), dict(d=d[:, 0], dmin=dmin[:, 0], scales=pack_scales_k4(ls, lm))
+    return L.T.reshape(n, QK_K).astype(np.uint8), dict(d=d[:, 0], dmin=dmin[:, 0], scales=_pack_scales_k4(ls, lm))
 
-@quantizer(GGMLType.Q4_K, K_QUANTIZERS)
-def quantize_q4_k(x):
+@quantizer(GGMLType.Q4_K, _K_QUANTIZERS)
+def _quantize_q4_k(x):
     L, fields = _quantize_k_with_min(x, 15, -1.0, 20)
     return _records(BLOCK_Q4_K, len(x), qs=pack_bits(L, 4, 32), **fields)
 
-@quantizer(GGMLType.Q5_K, K_QUANTIZERS)
-def quantize_q5_k(x):
+@quantizer(GGMLType.Q5_K, _K_QUANTIZERS)
+def _quantize_q5_k(x):
     L, fields = _quantize_k_with_min(x, 31, -0.5, 15)
     return _records(BLOCK_Q5_K, len(x), qs=pack_bits(L & np.uint8(15), 4, 32), qh=pack_bits(L >> np.uint8(4), 1, 32), **fields)
 
 # %% ../nbs/4_21_quantize.ipynb #c5585d63
-GROUP_MAX_EPS = np.float32(1e-15)    # below this, llama.cpp treats a group as all zeros
+_GROUP_MAX_EPS = np.float32(1e-15)    # below this, llama.cpp treats a group as all zeros
 
-def fit_symmetric_scale(x, nmax: int):
+def _fit_symmetric_scale(x, nmax: int):
     """For each column of `x` (k, m): a scale and levels `L` in 0..2*nmax-1 so that `scale * (L - nmax)` is
     close to `x`, weighting each value by `x²` (llama.cpp's make_qx_quants with rmse_type 1)."""
     top = np.take_along_axis(x, np.abs(x).argmax(axis=0)[None], axis=0)[0]   # signed value of largest |x|
-    zero = np.abs(top) < GROUP_MAX_EPS
+    zero = np.abs(top) < _GROUP_MAX_EPS
     top = np.where(zero, np.float32(1), top)
     w = x * x
     wx = w * x
@@ -147,13 +143,13 @@ def fit_symmetric_scale(x, nmax: int):
     return np.where(zero, np.float32(0), scale), np.where(zero, 0, L + nmax)
 
 # %% ../nbs/4_21_quantize.ipynb #3879310c
-@quantizer(GGMLType.Q6_K, K_QUANTIZERS)
-def quantize_q6_k(x):
+@quantizer(GGMLType.Q6_K, _K_QUANTIZERS)
+def _quantize_q6_k(x):
     n = len(x)
-    sub = sub_blocks_as_columns(x, 16)                   # (16, n*16)
-    scale, L = fit_symmetric_scale(sub, 32)
+    sub = _sub_blocks_as_columns(x, 16)                   # (16, n*16)
+    scale, L = _fit_symmetric_scale(sub, 32)
     top = signed_absmax(scale.reshape(n, 16))
-    zero = np.abs(top) < GROUP_MAX_EPS                     # an all-zero super-block is all zero bytes
+    zero = np.abs(top) < _GROUP_MAX_EPS                     # an all-zero super-block is all zero bytes
     with np.errstate(divide="ignore", invalid="ignore"):
         iscale = np.where(zero, np.float32(0), np.float32(-128) / top)
         d = np.where(zero, np.float32(0), np.float32(1) / iscale).astype(np.float16)
@@ -166,11 +162,11 @@ def quantize_q6_k(x):
                     scales=ls, d=d[:, 0])
 
 # %% ../nbs/4_21_quantize.ipynb #96479b83
-@quantizer(GGMLType.Q2_K, K_QUANTIZERS)
-def quantize_q2_k(x):
+@quantizer(GGMLType.Q2_K, _K_QUANTIZERS)
+def _quantize_q2_k(x):
     n = len(x)
-    sub = sub_blocks_as_columns(x, 16)                   # (16, n*16)
-    scale, minimum, L = fit_scale_min(sub, np.abs(sub), 3, -0.5, 0.1, 15, use_mad=True)
+    sub = _sub_blocks_as_columns(x, 16)                   # (16, n*16)
+    scale, minimum, L = _fit_scale_min(sub, np.abs(sub), 3, -0.5, 0.1, 15, use_mad=True)
     scale, minimum = scale.reshape(n, 16), minimum.reshape(n, 16)
     def four_bit(values):
         "Levels (as the reference's unchecked uint8 stores them) and f16 step of values against their max."
@@ -188,11 +184,11 @@ def quantize_q2_k(x):
     return _records(BLOCK_Q2_K, n, scales=packed, qs=pack_bits(L, 2, 32), d=d[:, 0], dmin=dmin[:, 0])
 
 # %% ../nbs/4_21_quantize.ipynb #2fbaf532
-def refine_q3_levels(x, nmax: int = 4, passes: int = 5):
+def _refine_q3_levels(x, nmax: int = 4, passes: int = 5):
     """For each column of `x` (k, m): a scale and levels in -nmax..nmax-1, improved one weight at a time
     with `x²` weights (llama.cpp's make_q3_quants with do_rmse). Returns (scale, levels + nmax)."""
     top = np.take_along_axis(x, np.abs(x).argmax(axis=0)[None], axis=0)[0]
-    zero = np.abs(top) < GROUP_MAX_EPS
+    zero = np.abs(top) < _GROUP_MAX_EPS
     top = np.where(zero, np.float32(1), top)
     L = np.clip(np.rint((np.float32(-nmax) / top) * x), -nmax, nmax - 1)
     w = x * x
@@ -213,11 +209,11 @@ def refine_q3_levels(x, nmax: int = 4, passes: int = 5):
     return np.where(zero, np.float32(0), scale), np.where(zero, 0, L + nmax)
 
 # %% ../nbs/4_21_quantize.ipynb #f3b70a80
-@quantizer(GGMLType.Q3_K, K_QUANTIZERS)
-def quantize_q3_k(x):
+@quantizer(GGMLType.Q3_K, _K_QUANTIZERS)
+def _quantize_q3_k(x):
     n = len(x)
-    sub = sub_blocks_as_columns(x, 16)                   # (16, n*16)
-    scale, L = refine_q3_levels(sub)
+    sub = _sub_blocks_as_columns(x, 16)                   # (16, n*16)
+    scale, L = _refine_q3_levels(sub)
     scale = scale.reshape(n, 16)
     top = signed_absmax(scale)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -232,8 +228,8 @@ def quantize_q3_k(x):
                     scales=scales, d=d[:, 0])
 
 # %% ../nbs/4_21_quantize.ipynb #6dac5252
-@quantizer(GGMLType.Q8_K, K_QUANTIZERS)
-def quantize_q8_k(x):
+@quantizer(GGMLType.Q8_K, _K_QUANTIZERS)
+def _quantize_q8_k(x):
     top = signed_absmax(x)
     with np.errstate(divide="ignore"):
         iscale = np.where(top == 0, np.float32(0), np.float32(-127) / top)
@@ -244,8 +240,8 @@ def quantize_q8_k(x):
 
 # %% ../nbs/4_21_quantize.ipynb #ea548a8e
 def quantize(x: np.ndarray, ggml_type) -> QTensor:
-    "Chapter 03's `quantize` with the K-quants too: any type of `QUANTIZERS` or `K_QUANTIZERS`, rounded as llama.cpp does."
-    return quants.quantize(x, ggml_type, QUANTIZERS | K_QUANTIZERS)
+    "Chapter 03's `quantize` with the K-quants too: any type of `QUANTIZERS` or `_K_QUANTIZERS`, rounded as llama.cpp does."
+    return quants.quantize(x, ggml_type, QUANTIZERS | _K_QUANTIZERS)
 
 # %% ../nbs/4_21_quantize.ipynb #a6b802b6
 @dataclass(frozen=True)
@@ -262,44 +258,44 @@ FILE_TYPES = {ft.name: ft for ft in (
     FileType("Q4_K_S", 14, GGMLType.Q4_K), FileType("Q4_K_M", 15, GGMLType.Q4_K),
     FileType("Q5_K_S", 16, GGMLType.Q5_K), FileType("Q5_K_M", 17, GGMLType.Q5_K),
     FileType("Q6_K", 18, GGMLType.Q6_K))}
-FILE_TYPE_ALIASES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}     # as llama-quantize accepts them
+_FILE_TYPE_ALIASES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}     # as llama-quantize accepts them
 QUANTIZATION_VERSION = 2                                      # GGML_QNT_VERSION: the current block layouts
 
 def file_type(name) -> FileType:
     "The `FileType` called `name` (any case; Q4_K means Q4_K_M), or a ValueError listing the choices."
     if isinstance(name, FileType): return name
     key = str(name).upper()
-    key = FILE_TYPE_ALIASES.get(key, key)
+    key = _FILE_TYPE_ALIASES.get(key, key)
     if key not in FILE_TYPES:
         raise ValueError(f"unknown quantization type {name!r}: choose one of {', '.join(FILE_TYPES)} "
-                         f"(or {', '.join(FILE_TYPE_ALIASES)})")
+                         f"(or {', '.join(_FILE_TYPE_ALIASES)})")
     return FILE_TYPES[key]
 
 # %% ../nbs/4_21_quantize.ipynb #79c37986
-KEEP_AS_IS = ("_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
+_KEEP_AS_IS = ("_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
               "ssm_conv1d.weight", "shortconv.conv.weight", "attn_rel_b.weight", "time_mix_")   # substrings
-KEEP_NAMES = ("position_embd.weight", "token_types.weight")
+_KEEP_NAMES = ("position_embd.weight", "token_types.weight")
 
-def layer_of(name: str) -> int:
+def _layer_of(name: str) -> int:
     "The layer number in `blk.N.*` names, -1 for the others (output, token_embd, ...)."
     m = re.match(r"blk\.(\d+)\.", name)
     return int(m.group(1)) if m else -1
 
-def llama_cpp_order(names) -> list:
+def _llama_cpp_order(names) -> list:
     "Tensor names in the order llama.cpp's loader keeps them: by layer (unlayered first), then by name."
-    return sorted(names, key=lambda n: (layer_of(n), n))
+    return sorted(names, key=lambda n: (_layer_of(n), n))
 
-def use_more_bits(i: int, n: int) -> bool:
+def _use_more_bits(i: int, n: int) -> bool:
     "The layers Q4_K_M / Q5_K_M give more bits: the first and last eighth, and every third layer between."
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
-def is_quantizable(name: str, n_dims: int) -> bool:
+def _is_quantizable(name: str, n_dims: int) -> bool:
     "Does llama.cpp quantize this tensor? Matrices named `*weight`, minus norms and a few small special ones."
-    return (name.endswith("weight") and n_dims >= 2 and name not in KEEP_NAMES
-            and not any(s in name for s in KEEP_AS_IS))
+    return (name.endswith("weight") and n_dims >= 2 and name not in _KEEP_NAMES
+            and not any(s in name for s in _KEEP_AS_IS))
 
 # %% ../nbs/4_21_quantize.ipynb #e8504fd5
-def mix_rule(name: str, row_len: int, ft: FileType, n_layers: int, n_attn_v: int, has_output: bool,
+def _mix_rule(name: str, row_len: int, ft: FileType, n_layers: int, n_attn_v: int, has_output: bool,
              counters: dict, arch: str = "llama") -> tuple:
     "The type file type `ft`'s mix gives quantizable tensor `name` (before any fallback), and why."
     new, why, more = ft.base, f"{ft.name} base type", ft.name in ("Q4_K_M", "Q5_K_M")
@@ -308,14 +304,14 @@ def mix_rule(name: str, row_len: int, ft: FileType, n_layers: int, n_attn_v: int
         return (new, why) if new == GGMLType.Q8_0 else (GGMLType.Q6_K, "output matrix: more bits")
     if "attn_v.weight" in name:
         i = counters.get("attn_v", 0); counters["attn_v"] = i + 1
-        if more and use_more_bits(i, n_attn_v): return GGMLType.Q6_K, f"attn_v {i}: more bits"
+        if more and _use_more_bits(i, n_attn_v): return GGMLType.Q6_K, f"attn_v {i}: more bits"
         if ft.name == "Q4_K_S" and i < 4: return GGMLType.Q5_K, f"attn_v {i}: one of the first four"
     elif "ffn_down" in name:
         i = counters.get("ffn_down", 0); counters["ffn_down"] = i + 1
         if ft.name == "Q4_K_M" and arch == "falcon":
             if i < n_layers // 16: return GGMLType.Q6_K, f"ffn_down {i}: falcon, first 16th"
-            if use_more_bits(i, n_layers): return GGMLType.Q5_K, f"ffn_down {i}: falcon, more bits"
-        elif more and use_more_bits(i, n_layers): return GGMLType.Q6_K, f"ffn_down {i}: more bits"
+            if _use_more_bits(i, n_layers): return GGMLType.Q5_K, f"ffn_down {i}: falcon, more bits"
+        elif more and _use_more_bits(i, n_layers): return GGMLType.Q6_K, f"ffn_down {i}: more bits"
         elif ft.name == "Q4_K_S" and arch != "falcon" and i < n_layers // 8:
             return GGMLType.Q5_K, f"ffn_down {i}: first eighth"
     elif "attn_qkv.weight" in name:
@@ -324,25 +320,25 @@ def mix_rule(name: str, row_len: int, ft: FileType, n_layers: int, n_attn_v: int
     return new, why
 
 # %% ../nbs/4_21_quantize.ipynb #4938f52d
-FALLBACK = {GGMLType.Q4_K: GGMLType.Q5_0, GGMLType.Q5_K: GGMLType.Q5_1, GGMLType.Q6_K: GGMLType.Q8_0,
+_FALLBACK = {GGMLType.Q4_K: GGMLType.Q5_0, GGMLType.Q5_K: GGMLType.Q5_1, GGMLType.Q6_K: GGMLType.Q8_0,
             GGMLType.Q2_K: GGMLType.IQ4_NL, GGMLType.Q3_K: GGMLType.IQ4_NL}
 
-def fit_rows(name: str, row_len: int, new: GGMLType, why: str) -> tuple:
+def _fit_rows(name: str, row_len: int, new: GGMLType, why: str) -> tuple:
     "`new` if rows of `row_len` split into whole blocks of it; else its fallback (or F16), or a ValueError."
     if row_len % type_info(new).block_size == 0: return new, why
-    if new not in FALLBACK:
+    if new not in _FALLBACK:
         raise ValueError(f"tensor {name!r}: rows of {row_len} values cannot be split into {new.name} blocks "
                          f"of {type_info(new).block_size}; choose another type")
-    wanted, new = new, FALLBACK[new]
+    wanted, new = new, _FALLBACK[new]
     if row_len % type_info(new).block_size: new = GGMLType.F16
     return new, f"rows of {row_len} are not whole {wanted.name} blocks: fallback"
 
-def choose_type(name: str, row_len: int, ft: FileType, n_layers: int, n_attn_v: int,
+def _choose_type(name: str, row_len: int, ft: FileType, n_layers: int, n_attn_v: int,
                 has_output: bool, counters: dict, arch: str = "llama") -> tuple:
     "The GGML type llama.cpp gives quantizable tensor `name` (rows of `row_len`) in a file of type `ft`, and why."
     if ft.base in (GGMLType.F16, GGMLType.BF16, GGMLType.F32): return ft.base, f"{ft.name} base type"
-    new, why = mix_rule(name, row_len, ft, n_layers, n_attn_v, has_output, counters, arch)
-    return fit_rows(name, row_len, new, why)
+    new, why = _mix_rule(name, row_len, ft, n_layers, n_attn_v, has_output, counters, arch)
+    return _fit_rows(name, row_len, new, why)
 
 # %% ../nbs/4_21_quantize.ipynb #9723352e
 @dataclass(frozen=True)
@@ -366,7 +362,7 @@ class TensorPlan:
 def quantize_plan(f: GGUFFile, ftype) -> list:
     "The `TensorPlan` of every tensor of open file `f` for file type `ftype`, in llama.cpp's order."
     ft = file_type(ftype)
-    names = llama_cpp_order(f.tensors)
+    names = _llama_cpp_order(f.tensors)
     arch = f.metadata.get("general.architecture", "")
     n_layers = int(f.metadata.get(f"{arch}.block_count", 0) or 0)
     v_names = ("attn_v.weight", "attn_qkv.weight", "attn_kv_b.weight")
@@ -375,9 +371,9 @@ def quantize_plan(f: GGUFFile, ftype) -> list:
     counters, plan = {}, []
     for name in names:
         t = f.tensors[name]
-        if not is_quantizable(name, len(t.dims)):
+        if not _is_quantizable(name, len(t.dims)):
             plan.append(TensorPlan(name, t.shape, t.ggml_type, t.ggml_type, "kept: vector or norm")); continue
-        dst, why = choose_type(name, t.dims[0], ft, n_layers, n_attn_v, has_output, counters, arch)
+        dst, why = _choose_type(name, t.dims[0], ft, n_layers, n_attn_v, has_output, counters, arch)
         if dst == t.ggml_type: why += f"; already {dst.name}: copied"
         elif t.ggml_type not in DEQUANTIZERS:
             raise ValueError(f"tensor {name!r} is {t.type}, which llmbook cannot dequantize (nor requantize)")
@@ -404,7 +400,7 @@ class LazyQTensor(QTensor):
     def __repr__(self): return f"LazyQTensor({self.type.name}, {self.shape}, {self.nbytes:,} bytes when made)"
 
 # %% ../nbs/4_21_quantize.ipynb #4a12577e
-class ProgressBar:
+class _ProgressBar:
     "A one-line progress bar on stderr: `update(done, label)` with `done` out of `total`."
     def __init__(self, total: int, title: str = "", file=None, width: int = 30):
         self.total, self.title, self.width = max(int(total), 1), title, width
@@ -448,12 +444,12 @@ class QuantizeResult:
                 f"{self.bits_per_weight:.2f} bits/weight, {self.seconds:.1f} s")
 
 # %% ../nbs/4_21_quantize.ipynb #b2ff03fc
-SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")   # a quantized file is one file
+_SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")   # a quantized file is one file
 
-def copy_metadata(f: GGUFFile, w: GGUFWriter, ft: FileType):
+def _copy_metadata(f: GGUFFile, w: GGUFWriter, ft: FileType):
     "`f`'s metadata into writer `w`, with the file type and quantization version updated and moved to the end."
     for k, v in f.metadata.items():
-        if k not in ("general.file_type", "general.quantization_version") + SPLIT_KEYS:
+        if k not in ("general.file_type", "general.quantization_version") + _SPLIT_KEYS:
             w.add(k, v, f.metadata_types[k])
     w.add("general.quantization_version", QUANTIZATION_VERSION, GGUFValueType.UINT32)
     w.add("general.file_type", ft.id, GGUFValueType.UINT32)
@@ -474,8 +470,8 @@ def quantize_model(src, dst, ftype="Q8_0", progress: bool = True) -> QuantizeRes
     with GGUFFile(src) as f:
         plan = quantize_plan(f, ft)
         w = GGUFWriter(dst)
-        copy_metadata(f, w, ft)
-        bar = ProgressBar(sum(p.n_elements for p in plan), f"quantize {ft.name}") if progress else None
+        _copy_metadata(f, w, ft)
+        bar = _ProgressBar(sum(p.n_elements for p in plan), f"quantize {ft.name}") if progress else None
         done = 0
         def maker(p):
             def make():
@@ -523,17 +519,17 @@ def evaluation_windows(tokens, n_ctx: int, bos: int | None = None) -> list:
         for w in windows: w[0] = bos
     return windows
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
     "log(softmax(logits)) along the last axis, in float64."
     x = np.asarray(logits, dtype=np.float64)
     x = x - x.max(axis=-1, keepdims=True)
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
-def scored_logprobs(model, window: list) -> tuple:
+def _scored_logprobs(model, window: list) -> tuple:
     "Log-probabilities at the scored positions (the second half of `window`) and the tokens that follow them."
     first = len(window) // 2
     logits = model.forward(window, model.new_cache(len(window)), n_out=len(window) - first)[:-1]
-    return log_softmax(logits), np.asarray(window[first + 1:])
+    return _log_softmax(logits), np.asarray(window[first + 1:])
 
 # %% ../nbs/4_21_quantize.ipynb #a7baad09
 @dataclass
@@ -559,15 +555,15 @@ def measure(reference, candidates: dict, tokens, n_ctx: int = 128, bos: int | No
     "Scores of `reference` and of each model in `candidates` (name -> model) against it, on windows of `tokens`."
     windows = evaluation_windows(tokens, n_ctx, bos)
     ref, out = Scores(), {name: Scores() for name in candidates}
-    bar = ProgressBar(len(windows) * (1 + len(candidates)), "measure") if progress else None
+    bar = _ProgressBar(len(windows) * (1 + len(candidates)), "measure") if progress else None
     for i, w in enumerate(windows):
-        p, targets = scored_logprobs(reference, w)
+        p, targets = _scored_logprobs(reference, w)
         rows = np.arange(len(targets))
         ref.nll += (-p[rows, targets]).tolist()
         ref.kl += [0.0] * len(targets); ref.same_top1 += [True] * len(targets)
         top_p, prob_p = p.argmax(-1), np.exp(p)
         for j, (name, model) in enumerate(candidates.items()):
-            q, _ = scored_logprobs(model, w)
+            q, _ = _scored_logprobs(model, w)
             s = out[name]
             s.nll += (-q[rows, targets]).tolist()
             s.kl += np.sum(prob_p * (p - q), axis=-1).tolist()
@@ -576,7 +572,7 @@ def measure(reference, candidates: dict, tokens, n_ctx: int = 128, bos: int | No
     if bar: bar.close()
     return ref, out
 
-def file_bits_per_weight(path) -> float:
+def _file_bits_per_weight(path) -> float:
     "Bits per weight of a GGUF file: all tensor bytes × 8 / all values (norms included)."
     with GGUFFile(path) as f:
         return 8 * sum(t.n_bytes for t in f.tensors.values()) / sum(t.n_elements for t in f.tensors.values())

@@ -5,13 +5,8 @@
 # %% auto #0
 __all__ = ['DEQUANTIZERS', 'BLOCK_Q4_0', 'BLOCK_Q4_1', 'BLOCK_Q5_0', 'BLOCK_Q5_1', 'BLOCK_Q8_0', 'BLOCK_Q2_K', 'BLOCK_Q3_K',
            'BLOCK_Q4_K', 'BLOCK_Q5_K', 'BLOCK_Q6_K', 'BLOCK_Q8_K', 'IQ4_LEVELS', 'MXFP4_LEVELS', 'BLOCK_IQ4_NL',
-           'BLOCK_IQ4_XS', 'BLOCK_MXFP4', 'QUANTIZERS', 'QUANTIZE_CHUNK_VALUES', 'dequantizer', 'unpack_bits',
-           'pack_bits', 'dequantize_f32', 'dequantize_f16', 'dequantize_bf16', 'unpack_scales_k4', 'dequantize_q4_k',
-           'dequantize_q5_k', 'dequantize_q6_k', 'dequantize_q2_k', 'unpack_scales_q3_k', 'dequantize_q3_k',
-           'dequantize_q8_k', 'dequantize_iq4_nl', 'dequantize_iq4_xs', 'e8m0_half', 'dequantize_mxfp4',
-           'supported_types', 'dequantize', 'dequantize_rows', 'quantizer', 'round_half_away', 'safe_inverse',
-           'signed_absmax', 'quantize_f32', 'quantize_f16', 'quantize_bf16', 'quantize_q8_0', 'quantize_q4_0',
-           'quantize_q4_1', 'quantize_q5_0', 'quantize_q5_1', 'quantize']
+           'BLOCK_IQ4_XS', 'BLOCK_MXFP4', 'QUANTIZERS', 'dequantizer', 'unpack_bits', 'pack_bits', 'unpack_scales_k4',
+           'e8m0_half', 'dequantize', 'dequantize_rows', 'quantizer', 'safe_inverse', 'signed_absmax', 'quantize']
 
 # %% ../nbs/1_03_quants.ipynb #80b85bcd
 import numpy as np
@@ -46,13 +41,13 @@ def pack_bits(values: np.ndarray, bits: int, group: int) -> np.ndarray:
 
 # %% ../nbs/1_03_quants.ipynb #62524c14
 @dequantizer(GGMLType.F32)
-def dequantize_f32(raw): return raw.view(np.float32).reshape(-1, 1)
+def _dequantize_f32(raw): return raw.view(np.float32).reshape(-1, 1)
 
 @dequantizer(GGMLType.F16)
-def dequantize_f16(raw): return raw.view(np.float16).astype(np.float32).reshape(-1, 1)
+def _dequantize_f16(raw): return raw.view(np.float16).astype(np.float32).reshape(-1, 1)
 
 @dequantizer(GGMLType.BF16)
-def dequantize_bf16(raw): return bf16_to_f32(raw.view(np.uint16)).reshape(-1, 1)
+def _dequantize_bf16(raw): return bf16_to_f32(raw.view(np.uint16)).reshape(-1, 1)
 
 # %% ../nbs/1_03_quants.ipynb #d5f42615
 BLOCK_Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])
@@ -106,13 +101,13 @@ def unpack_scales_k4(scales: np.ndarray):
 
 # %% ../nbs/1_03_quants.ipynb #9c190550
 @dequantizer(GGMLType.Q4_K)
-def dequantize_q4_k(raw):
+def _dequantize_q4_k(raw):
     b = raw.view(BLOCK_Q4_K)
     sc, mn = unpack_scales_k4(b["scales"])
     return _sub_blocks(_scale(b["d"]) * sc, unpack_bits(b["qs"], 4, 32), _scale(b["dmin"]) * mn)
 
 @dequantizer(GGMLType.Q5_K)
-def dequantize_q5_k(raw):
+def _dequantize_q5_k(raw):
     b = raw.view(BLOCK_Q5_K)
     sc, mn = unpack_scales_k4(b["scales"])
     q = unpack_bits(b["qs"], 4, 32) | (unpack_bits(b["qh"], 1, 32) << np.uint8(4))
@@ -120,7 +115,7 @@ def dequantize_q5_k(raw):
 
 # %% ../nbs/1_03_quants.ipynb #9e1725d0
 @dequantizer(GGMLType.Q6_K)
-def dequantize_q6_k(raw):
+def _dequantize_q6_k(raw):
     b = raw.view(BLOCK_Q6_K)
     low, high = unpack_bits(b["ql"], 4, 64), unpack_bits(b["qh"], 2, 32)
     q = (low | (high << np.uint8(4))).astype(np.int8) - np.int8(32)
@@ -128,25 +123,25 @@ def dequantize_q6_k(raw):
 
 # %% ../nbs/1_03_quants.ipynb #52e62594
 @dequantizer(GGMLType.Q2_K)
-def dequantize_q2_k(raw):
+def _dequantize_q2_k(raw):
     b = raw.view(BLOCK_Q2_K)
     sc, mn = b["scales"] & np.uint8(0x0F), b["scales"] >> np.uint8(4)
     return _sub_blocks(_scale(b["d"]) * sc, unpack_bits(b["qs"], 2, 32), _scale(b["dmin"]) * mn)
 
-def unpack_scales_q3_k(scales: np.ndarray) -> np.ndarray:
+def _unpack_scales_q3_k(scales: np.ndarray) -> np.ndarray:
     "The 16 signed 6-bit sub-block scales of each Q3_K super-block, from its 12 packed bytes, as int8."
     low, high = unpack_bits(scales[:, :8], 4, 8), unpack_bits(scales[:, 8:], 2, 4)
     return (low | (high << np.uint8(4))).astype(np.int8) - np.int8(32)
 
 @dequantizer(GGMLType.Q3_K)
-def dequantize_q3_k(raw):
+def _dequantize_q3_k(raw):
     b = raw.view(BLOCK_Q3_K)
     no_offset = unpack_bits(b["hmask"], 1, 32).astype(np.int8)           # the high bit: 1 means "no offset"
     q = unpack_bits(b["qs"], 2, 32).astype(np.int8) - np.int8(4) * (np.int8(1) - no_offset)
-    return _sub_blocks(_scale(b["d"]) * unpack_scales_q3_k(b["scales"]), q)
+    return _sub_blocks(_scale(b["d"]) * _unpack_scales_q3_k(b["scales"]), q)
 
 @dequantizer(GGMLType.Q8_K)
-def dequantize_q8_k(raw):
+def _dequantize_q8_k(raw):
     b = raw.view(BLOCK_Q8_K)
     return _scale(b["d"]) * b["qs"]
 
@@ -158,12 +153,12 @@ BLOCK_IQ4_XS = np.dtype([("d", "<f2"), ("scales_h", "<u2"), ("scales_l", "u1", Q
 BLOCK_MXFP4 = np.dtype([("e", "u1"), ("qs", "u1", QK // 2)])
 
 @dequantizer(GGMLType.IQ4_NL)
-def dequantize_iq4_nl(raw):
+def _dequantize_iq4_nl(raw):
     b = raw.view(BLOCK_IQ4_NL)
     return _scale(b["d"]) * IQ4_LEVELS[unpack_bits(b["qs"], 4, QK // 2)]
 
 @dequantizer(GGMLType.IQ4_XS)
-def dequantize_iq4_xs(raw):
+def _dequantize_iq4_xs(raw):
     b = raw.view(BLOCK_IQ4_XS)
     low = unpack_bits(b["scales_l"], 4, 1).reshape(len(b), 8).astype(np.int32)   # sub-block j: nibble j%2 of byte j//2
     high = (b["scales_h"].astype(np.int32)[:, None] >> (2 * np.arange(8))) & 3
@@ -177,13 +172,13 @@ def e8m0_half(e: np.ndarray) -> np.ndarray:
     return bits.view(np.float32)[:, None]
 
 @dequantizer(GGMLType.MXFP4)
-def dequantize_mxfp4(raw):
+def _dequantize_mxfp4(raw):
     b = raw.view(BLOCK_MXFP4)
     with np.errstate(over="ignore"):           # e = 255 times 12 is infinite, in ggml too
         return e8m0_half(b["e"]) * MXFP4_LEVELS[unpack_bits(b["qs"], 4, QK // 2)]
 
 # %% ../nbs/1_03_quants.ipynb #eaebf11f
-def supported_types() -> list[str]:
+def _supported_types() -> list[str]:
     "Names of the GGML types `dequantize` can decode."
     return [t.name for t in sorted(DEQUANTIZERS)]
 
@@ -192,7 +187,7 @@ def dequantize(qt: QTensor) -> np.ndarray:
     if not isinstance(qt, QTensor): raise TypeError(f"dequantize takes a QTensor, not {type(qt).__name__}")
     fn = DEQUANTIZERS.get(qt.type)
     if fn is None:
-        raise NotImplementedError(f"cannot dequantize GGML type {qt.type.name}: supported types are {', '.join(supported_types())}")
+        raise NotImplementedError(f"cannot dequantize GGML type {qt.type.name}: supported types are {', '.join(_supported_types())}")
     if qt.size == 0: return np.zeros(qt.shape, np.float32)         # an empty tensor: nothing to decode
     return fn(np.ascontiguousarray(qt.data)).reshape(qt.shape)     # records need contiguous bytes
 
@@ -214,7 +209,7 @@ def quantizer(ggml_type, registry: dict = QUANTIZERS):
         return fn
     return register
 
-def round_half_away(x: np.ndarray) -> np.ndarray:
+def _round_half_away(x: np.ndarray) -> np.ndarray:
     "C's `roundf`: to the nearest integer, halves away from zero (exact: no `+ 0.5` that could round up)."
     a = np.abs(x)
     whole = np.floor(a)
@@ -237,28 +232,28 @@ def _records(dtype, n: int, **fields) -> np.ndarray:
 
 # %% ../nbs/1_03_quants.ipynb #1365a8c0
 @quantizer(GGMLType.F32)
-def quantize_f32(x): return x.astype(np.float32).view(np.uint8)
+def _quantize_f32(x): return x.astype(np.float32).view(np.uint8)
 
 @quantizer(GGMLType.F16)
-def quantize_f16(x): return x.astype(np.float16).view(np.uint8)
+def _quantize_f16(x): return x.astype(np.float16).view(np.uint8)
 
 @quantizer(GGMLType.BF16)
-def quantize_bf16(x): return f32_to_bf16(x).view(np.uint8)
+def _quantize_bf16(x): return f32_to_bf16(x).view(np.uint8)
 
 @quantizer(GGMLType.Q8_0)
-def quantize_q8_0(x):
+def _quantize_q8_0(x):
     d = np.abs(x).max(axis=1, keepdims=True) / np.float32(127)
-    q = round_half_away(x * safe_inverse(d))
+    q = _round_half_away(x * safe_inverse(d))
     return _records(BLOCK_Q8_0, len(x), d=d[:, 0], qs=q)
 
 @quantizer(GGMLType.Q4_0)
-def quantize_q4_0(x):
+def _quantize_q4_0(x):
     d = signed_absmax(x) / np.float32(-8)
     q = np.minimum(15, np.trunc(x * safe_inverse(d) + np.float32(8.5)))
     return _records(BLOCK_Q4_0, len(x), d=d[:, 0], qs=pack_bits(q, 4, QK // 2))
 
 @quantizer(GGMLType.Q4_1)
-def quantize_q4_1(x):
+def _quantize_q4_1(x):
     lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
     d = (hi - lo) / np.float32(15)
     q = np.minimum(15, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5)))
@@ -271,20 +266,20 @@ def _split_five_bit(q):
     return pack_bits(q & np.uint8(0x0F), 4, QK // 2), np.packbits(q >> np.uint8(4), axis=1, bitorder="little")
 
 @quantizer(GGMLType.Q5_0)
-def quantize_q5_0(x):
+def _quantize_q5_0(x):
     d = signed_absmax(x) / np.float32(-16)
     qs, qh = _split_five_bit(np.minimum(31, np.trunc(x * safe_inverse(d) + np.float32(16.5))))
     return _records(BLOCK_Q5_0, len(x), d=d[:, 0], qh=qh, qs=qs)
 
 @quantizer(GGMLType.Q5_1)
-def quantize_q5_1(x):
+def _quantize_q5_1(x):
     lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
     d = (hi - lo) / np.float32(31)
     qs, qh = _split_five_bit(np.minimum(31, np.trunc((x - lo) * safe_inverse(d) + np.float32(0.5))))
     return _records(BLOCK_Q5_1, len(x), d=d[:, 0], m=lo[:, 0], qh=qh, qs=qs)
 
 # %% ../nbs/1_03_quants.ipynb #04c65008
-QUANTIZE_CHUNK_VALUES = 1 << 18     # values quantized per batch of blocks (1 MB of float32)
+_QUANTIZE_CHUNK_VALUES = 1 << 18     # values quantized per batch of blocks (1 MB of float32)
 
 def quantize(x: np.ndarray,                # floats; the last axis (a row) must be a whole number of blocks
              ggml_type,                    # the target type: a `GGMLType`, its name ('Q4_0') or its id
@@ -308,7 +303,7 @@ def quantize(x: np.ndarray,                # floats; the last axis (a row) must 
     if info.block_size > 1 and not np.isfinite(blocks).all():
         raise ValueError(f"cannot quantize to {t.name}: the array contains NaN or infinite values")
     out = np.empty((len(blocks), info.type_size), np.uint8)
-    chunk = max(1, QUANTIZE_CHUNK_VALUES // info.block_size)
+    chunk = max(1, _QUANTIZE_CHUNK_VALUES // info.block_size)
     for start in range(0, len(blocks), chunk):
         out[start:start + chunk] = fn(blocks[start:start + chunk])
     return QTensor(out.reshape(-1), t, x.shape)

@@ -5,35 +5,25 @@
 # %% ../nbs/4_27_serve.ipynb #cc304164
 from __future__ import annotations
 import asyncio, base64, contextlib, hmac, json, os, re, sys, threading, time, uuid, weakref
-from collections import Counter, deque
-from dataclasses import dataclass, field
+from collections import Counter
 from pathlib import Path
 from typing import Literal
 import numpy as np
 from fastcore.basics import patch
-from .generate import LLM, Session, ChatTemplateError, common_prefix, _token_ids
+from .generate import LLM, _token_ids
+from .chat import ChatTemplateError
 from .loading import load
-from .grammar import GrammarError, as_grammar, json_schema_to_grammar, JSON_RULES
-from .generate import render_chat, Stream
-from .moe import is_harmony, harmony_messages, harmony_split
+from .grammar import GrammarError, as_grammar, json_schema_to_grammar
 from .kvcache import KVCache, ContextFullError
 from .attention import rms_norm
 from .model import Model, ReferenceEngine
 from .attention_kernels import KV_STORAGES
+from .scheduler import Busy, Job, Slot, SlotPool
+from .toolcalls import ToolPlan, tool_format, tool_prompt, tool_grammar, parse_tool_calls
 
 # %% auto #0
-__all__ = ['Num', 'SAMPLING_FIELDS', 'CHAT_FIELDS', 'EMBEDDING_FIELDS', 'COMPLETION_FIELDS', 'MESSAGE_FIELDS', 'FINISH_REASONS',
-           'TOOL_NAME', 'RESPOND_JSON', 'RESPOND_TEXT', 'HARMONY_RULES', 'MAX_BODY', 'POOLINGS', 'MAX_EMBED_INPUTS',
-           'TTFT_BUCKETS', 'SERVE_INSTALL', 'APIError', 'bad_request', 'request_models', 'parse_request',
-           'sampling_kwargs', 'completion_ids', 'check_fits', 'tool_format', 'ToolPlan', 'check_tools', 'tool_plan',
-           'chat_messages', 'generic_system', 'generic_messages', 'tool_prompt', 'chat_ids', 'call_schemas',
-           'answer_schema', 'tool_grammar', 'parse_tool_calls', 'chat_message', 'message_deltas', 'parse_harmony',
-           'renamed_rules', 'harmony_grammar', 'Slot', 'FairLock', 'Cancelled', 'Work', 'Batcher', 'SharedModel',
-           'SlotPool', 'Job', 'usage', 'timings', 'chat_logprob', 'completion_logprobs', 'response', 'sse', 'read_body',
-           'model_name', 'prepare', 'stream_events', 'answer_text', 'complete', 'pooling_of', 'pool_hidden', 'embed',
-           'embedding_inputs', 'embeddings', 'Metrics', 'prometheus_text', 'Gate', 'refuse', 'call_on_loop',
-           'generation', 'make_app', 'add_info_routes', 'BackgroundServer', 'free_port', 'serve_args', 'warm_up',
-           'run_serve']
+__all__ = ['APIError', 'parse_request', 'sampling_kwargs', 'tool_plan', 'chat_ids', 'chat_message', 'pooling_of', 'embed',
+           'make_app', 'BackgroundServer', 'free_port', 'serve_args', 'run_serve']
 
 # %% ../nbs/4_27_serve.ipynb #d2ec5b43
 class APIError(Exception):
@@ -47,35 +37,35 @@ class APIError(Exception):
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
-def bad_request(message: str, param: str | None = None, code: str | None = None) -> APIError:
+def _bad_request(message: str, param: str | None = None, code: str | None = None) -> APIError:
     return APIError(400, message, param, code)
 
 # %% ../nbs/4_27_serve.ipynb #424e548c
-Num = float | int
-SAMPLING_FIELDS = {
+_Num = float | int
+_SAMPLING_FIELDS = {
     "model": (str | None, None),                   # one model per server: any name is accepted
     "max_tokens": (int | None, None),              # None: until an end-of-turn token or a full context
-    "temperature": (Num | None, None),             # OpenAI's default, 1
-    "top_p": (Num | None, None),                   # OpenAI's default, 1 (off)
+    "temperature": (_Num | None, None),             # OpenAI's default, 1
+    "top_p": (_Num | None, None),                   # OpenAI's default, 1 (off)
     "stop": (str | list[str] | None, None),
     "seed": (int | None, None),
-    "presence_penalty": (Num | None, None),
-    "frequency_penalty": (Num | None, None),
-    "logit_bias": (dict[str, Num] | None, None),   # token id (as a string) -> added to its logit
+    "presence_penalty": (_Num | None, None),
+    "frequency_penalty": (_Num | None, None),
+    "logit_bias": (dict[str, _Num] | None, None),   # token id (as a string) -> added to its logit
     "n": (int | None, None),                       # choices per request: 1 only
     "stream": (bool | None, None),
     "stream_options": ("StreamOptions | None", None),
     "response_format": ("ResponseFormat | None", None),
     "user": (str | None, None),                    # accepted, unused
     "top_k": (int | None, None),                   # llama.cpp's extensions, off unless given
-    "min_p": (Num | None, None),
-    "repeat_penalty": (Num | None, None),
+    "min_p": (_Num | None, None),
+    "repeat_penalty": (_Num | None, None),
     "grammar": (str | None, None),
     "cache_prompt": (bool | None, None),           # llama-server's: reuse a slot's cached prefix (default true)
 }
 
 # %% ../nbs/4_27_serve.ipynb #1285ceab
-CHAT_FIELDS = {
+_CHAT_FIELDS = {
     "messages": ("list[Message]", ...),
     "max_completion_tokens": (int | None, None),
     "logprobs": (bool | None, None),
@@ -84,21 +74,21 @@ CHAT_FIELDS = {
     "tool_choice": (str | dict | None, None),         # "none", "auto", "required" or {"type": "function", ...}
     "parallel_tool_calls": (bool | None, None),
 }
-EMBEDDING_FIELDS = {
+_EMBEDDING_FIELDS = {
     "input": (str | list[str] | list[int] | list[list[int]], ...),   # a text, texts, token ids, lists of token ids
     "model": (str | None, None),
     "encoding_format": (Literal["float", "base64"] | None, None),  # base64: little-endian float32 bytes
     "dimensions": (int | None, None),
     "user": (str | None, None),
 }
-COMPLETION_FIELDS = {
+_COMPLETION_FIELDS = {
     "prompt": (str | list[int] | list[str] | list[list[int]], ...),
     "logprobs": (int | None, None),
     "echo": (bool | None, None),
     "suffix": (str | None, None),
     "best_of": (int | None, None),
 }
-MESSAGE_FIELDS = {"role": (Literal["system", "developer", "user", "assistant", "tool"], ...),
+_MESSAGE_FIELDS = {"role": (Literal["system", "developer", "user", "assistant", "tool"], ...),
                   "content": ("str | list[ContentPart] | None", None), "name": (str | None, None),
                   "tool_calls": ("list[ToolCall] | None", None),    # an assistant's calls
                   "tool_call_id": (str | None, None),               # a tool message: the call it answers
@@ -107,7 +97,7 @@ MESSAGE_FIELDS = {"role": (Literal["system", "developer", "user", "assistant", "
 # %% ../nbs/4_27_serve.ipynb #d154eefe
 _MODELS = {}
 
-def request_models() -> dict:
+def _request_models() -> dict:
     "The pydantic request classes, made once: 'ChatRequest', 'CompletionRequest', 'EmbeddingRequest', 'TokenizeRequest', ..."
     if _MODELS: return _MODELS
     from pydantic import ConfigDict, Field, create_model
@@ -123,19 +113,19 @@ def request_models() -> dict:
     make("Function", {"name": (str, ...), "description": (str | None, None), "parameters": (dict | None, None),
                       "strict": (bool | None, None)})
     make("Tool", {"type": (Literal["function"], ...), "function": ("Function", ...)})
-    make("Message", MESSAGE_FIELDS)
+    make("Message", _MESSAGE_FIELDS)
     make("StreamOptions", {"include_usage": (bool | None, None)})
     make("JSONSchema", {"name": (str | None, None), "schema_": (dict | None, Field(None, alias="schema")),  # (not pydantic's .schema)
                         "strict": (bool | None, None),
                         "description": (str | None, None)})
     make("ResponseFormat", {"type": (Literal["text", "json_object", "json_schema"], ...),
                             "json_schema": ("JSONSchema | None", None)})
-    make("ChatRequest", {**SAMPLING_FIELDS, **CHAT_FIELDS})
-    make("CompletionRequest", {**SAMPLING_FIELDS, **COMPLETION_FIELDS})
+    make("ChatRequest", {**_SAMPLING_FIELDS, **_CHAT_FIELDS})
+    make("CompletionRequest", {**_SAMPLING_FIELDS, **_COMPLETION_FIELDS})
     make("TokenizeRequest", {"content": (str, ...), "add_special": (bool, False), "parse_special": (bool, True),
                              "with_pieces": (bool, False)})
     make("DetokenizeRequest", {"tokens": (list[int], ...)})
-    make("EmbeddingRequest", EMBEDDING_FIELDS)
+    make("EmbeddingRequest", _EMBEDDING_FIELDS)
     for m in list(ns.values()): m.model_rebuild(_types_namespace=ns)
     return ns
 
@@ -157,33 +147,33 @@ def parse_request(raw: bytes, kind: str):
     from pydantic import ValidationError
     try: obj = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise bad_request(f"the request body is not valid JSON: {e}", code="invalid_json") from None
-    if not isinstance(obj, dict): raise bad_request(f"the request body must be a JSON object, got {type(obj).__name__}")
-    try: return request_models()[kind].model_validate(obj)
+        raise _bad_request(f"the request body is not valid JSON: {e}", code="invalid_json") from None
+    if not isinstance(obj, dict): raise _bad_request(f"the request body must be a JSON object, got {type(obj).__name__}")
+    try: return _request_models()[kind].model_validate(obj)
     except ValidationError as e:
         errs = e.errors()
         param, msg = _validation_message(errs[0])
         if len(errs) > 1: msg += f" (and {len(errs) - 1} more problem{'s' * (len(errs) > 2)})"
-        raise bad_request(msg, param) from None
+        raise _bad_request(msg, param) from None
 
 # %% ../nbs/4_27_serve.ipynb #cee98efd
-FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length", "cancelled": "stop"}
+_FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length", "cancelled": "stop"}
 
 def _in_range(req, name, lo, hi, default=None):
     v = getattr(req, name)
     if v is None: return default
-    if not lo <= v <= hi: raise bad_request(f"{name} must be between {lo} and {hi}, got {v}", name)
+    if not lo <= v <= hi: raise _bad_request(f"{name} must be between {lo} and {hi}, got {v}", name)
     return v
 
 # %% ../nbs/4_27_serve.ipynb #bca4b84f
 def sampling_kwargs(req, n_vocab: int, chat: bool, structured: bool = True) -> dict:
     "The keyword arguments of `Session.generate` for request `req`, each value checked."
-    if req.n not in (None, 1): raise bad_request(f"n must be 1 (one choice per request), got {req.n}", "n")
+    if req.n not in (None, 1): raise _bad_request(f"n must be 1 (one choice per request), got {req.n}", "n")
     max_tokens = req.max_completion_tokens if chat and req.max_completion_tokens is not None else req.max_tokens
     if max_tokens is not None and max_tokens < 1:
-        raise bad_request(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
+        raise _bad_request(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-    if len(stop) > 16: raise bad_request(f"at most 16 stop strings, got {len(stop)}", "stop")
+    if len(stop) > 16: raise _bad_request(f"at most 16 stop strings, got {len(stop)}", "stop")
     temperature = _in_range(req, "temperature", 0, 2, 1.0)
     kw = dict(max_tokens=max_tokens, temperature=float(temperature), top_p=float(_in_range(req, "top_p", 0, 1, 1.0)),
               top_k=_in_range(req, "top_k", 0, n_vocab, 0), min_p=float(_in_range(req, "min_p", 0, 1, 0.0)),
@@ -203,9 +193,9 @@ def _logit_bias(bias: dict, n_vocab: int) -> dict:
     out = {}
     for key, v in bias.items():
         try: tid = int(key)
-        except ValueError: raise bad_request(f"logit_bias keys must be token ids, got {key!r}", "logit_bias") from None
-        if not 0 <= tid < n_vocab: raise bad_request(f"logit_bias: token id {tid} is not in the vocabulary (0..{n_vocab - 1})", "logit_bias")
-        if not -100 <= v <= 100: raise bad_request(f"logit_bias values must be between -100 and 100, got {v}", "logit_bias")
+        except ValueError: raise _bad_request(f"logit_bias keys must be token ids, got {key!r}", "logit_bias") from None
+        if not 0 <= tid < n_vocab: raise _bad_request(f"logit_bias: token id {tid} is not in the vocabulary (0..{n_vocab - 1})", "logit_bias")
+        if not -100 <= v <= 100: raise _bad_request(f"logit_bias values must be between -100 and 100, got {v}", "logit_bias")
         out[tid] = float(v)
     return out
 
@@ -213,7 +203,7 @@ def _logprobs_wanted(req, chat: bool) -> int | None:
     "How many alternatives per token the client wants with log-probabilities (None: no log-probabilities)."
     if chat:
         if req.top_logprobs is not None and not req.logprobs:
-            raise bad_request("top_logprobs needs logprobs: true", "top_logprobs")
+            raise _bad_request("top_logprobs needs logprobs: true", "top_logprobs")
         return _in_range(req, "top_logprobs", 0, 20, 0) if req.logprobs else None
     return _in_range(req, "logprobs", 0, 20)
 
@@ -223,96 +213,79 @@ def _structured(req) -> dict:
     rf, spec = req.response_format, {}
     if req.grammar is not None: spec["grammar"] = req.grammar
     if rf is not None and rf.type != "text":
-        if spec: raise bad_request("give either grammar or response_format, not both", "response_format")
+        if spec: raise _bad_request("give either grammar or response_format, not both", "response_format")
         if rf.type == "json_object": spec = {"json_schema": {"type": "object"}}
         elif rf.json_schema is None or rf.json_schema.schema_ is None:
-            raise bad_request("response_format of type json_schema needs json_schema.schema", "response_format")
+            raise _bad_request("response_format of type json_schema needs json_schema.schema", "response_format")
         else: spec = {"json_schema": rf.json_schema.schema_}
     if not spec: return {}
     try: return {"grammar": as_grammar(**spec)}
-    except GrammarError as e: raise bad_request(str(e), "grammar" if "grammar" in spec else "response_format") from None
+    except GrammarError as e: raise _bad_request(str(e), "grammar" if "grammar" in spec else "response_format") from None
 
 # %% ../nbs/4_27_serve.ipynb #82b948f0
-def completion_ids(model: LLM, req) -> list:
+def _completion_ids(model: LLM, req) -> list:
     "Token ids of a completion request's prompt (one prompt per request)."
     for name in ("suffix", "echo"):
-        if getattr(req, name): raise bad_request(f"'{name}' is not supported by this server", name)
-    if req.best_of not in (None, 1): raise bad_request("best_of must be 1", "best_of")
+        if getattr(req, name): raise _bad_request(f"'{name}' is not supported by this server", name)
+    if req.best_of not in (None, 1): raise _bad_request("best_of must be 1", "best_of")
     p = req.prompt
     if isinstance(p, list) and p and isinstance(p[0], (str, list)):
-        if len(p) != 1: raise bad_request(f"one prompt per request, got {len(p)}", "prompt")
+        if len(p) != 1: raise _bad_request(f"one prompt per request, got {len(p)}", "prompt")
         p = p[0]
     if isinstance(p, str): ids = model.tokenizer.encode(p, add_special=True, parse_special=True)
     else:
         ids = list(p)
         if (bad := [t for t in ids if not 0 <= t < model.config.n_vocab]):
-            raise bad_request(f"token id {bad[0]} is not in the vocabulary (0..{model.config.n_vocab - 1})", "prompt")
-    if not ids: raise bad_request("the prompt is empty", "prompt")
+            raise _bad_request(f"token id {bad[0]} is not in the vocabulary (0..{model.config.n_vocab - 1})", "prompt")
+    if not ids: raise _bad_request("the prompt is empty", "prompt")
     return ids
 
-def check_fits(ids: list, n_ctx: int):
+def _check_fits(ids: list, n_ctx: int):
     if len(ids) >= n_ctx:
-        raise bad_request(f"the prompt is {len(ids)} tokens, but a slot's context holds {n_ctx} (and one more is needed "
+        raise _bad_request(f"the prompt is {len(ids)} tokens, but a slot's context holds {n_ctx} (and one more is needed "
                           f"to answer): shorten the prompt, or start the server with a larger --n-ctx",
                           "messages", "context_length_exceeded")
 
+# %% ../nbs/4_27_serve.ipynb #b23ccc9c
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
 # %% ../nbs/4_27_serve.ipynb #055d496e
-TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-def tool_format(template: str | None) -> str:
-    "The tool-call form a chat template teaches: 'harmony' (gpt-oss), 'hermes' (Qwen 2.5/3's <tool_call>), 'llama3', or 'generic'."
-    src = template or ""
-    if is_harmony(src): return "harmony"
-    if "<tool_call>" in src: return "hermes"
-    if "<|start_header_id|>ipython<|end_header_id|>" in src: return "llama3"
-    return "generic"
-
-@dataclass
-class ToolPlan:
-    "What a request's tools ask of the prompt, the sampler and the parser."
-    format: str                        # tool_format's answer
-    tools: list                        # [{'name', 'description', 'parameters'}], checked
-    choice: str                        # 'auto', 'required', the one tool's name, or 'none' (generic form: text only)
-    parallel: bool = False             # more than one call in an answer (generic and hermes forms)
-    response_schema: dict | None = None   # response_format's schema, for the text answer (generic form)
-
-# %% ../nbs/4_27_serve.ipynb #17faf72b
-def check_tools(req) -> list:
+def _check_tools(req) -> list:
     "The request's functions as [{'name', 'description', 'parameters'}], each checked; a 400 names the first problem."
     tools, seen = [], set()
     for i, t in enumerate(req.tools or []):
         f, where = t.function, f"tools.{i}.function"
-        if not TOOL_NAME.fullmatch(f.name):
-            raise bad_request(f"{where}.name must be 1 to 64 letters, digits, '_' or '-', got {f.name!r}", f"{where}.name")
-        if f.name in seen: raise bad_request(f"two tools are named {f.name!r}", f"{where}.name")
+        if not _TOOL_NAME.fullmatch(f.name):
+            raise _bad_request(f"{where}.name must be 1 to 64 letters, digits, '_' or '-', got {f.name!r}", f"{where}.name")
+        if f.name in seen: raise _bad_request(f"two tools are named {f.name!r}", f"{where}.name")
         seen.add(f.name)
         params = f.parameters if f.parameters is not None else {"type": "object", "properties": {}}
         try: json_schema_to_grammar(params)
         except GrammarError as e:
-            raise bad_request(f"the parameters of tool {f.name!r} cannot be enforced: {e}", f"{where}.parameters") from None
+            raise _bad_request(f"the parameters of tool {f.name!r} cannot be enforced: {e}", f"{where}.parameters") from None
         tools.append({"name": f.name, "description": f.description, "parameters": params})
     return tools
 
-# %% ../nbs/4_27_serve.ipynb #387a625a
+# %% ../nbs/4_27_serve.ipynb #17faf72b
 def tool_plan(model: LLM, req) -> ToolPlan | None:
     "How to serve the request's tools (None: a plain answer), every field checked."
-    tools, choice = check_tools(req), req.tool_choice
+    tools, choice = _check_tools(req), req.tool_choice
     names = [t["name"] for t in tools]
     if isinstance(choice, dict):
         name = (choice.get("function") or {}).get("name") if choice.get("type") == "function" else None
         if not isinstance(name, str):
-            raise bad_request('tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
+            raise _bad_request('tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
                               '{"name": ...}}', "tool_choice")
-        if name not in names: raise bad_request(f"tool_choice names {name!r}, which is not among the tools {names}", "tool_choice")
+        if name not in names: raise _bad_request(f"tool_choice names {name!r}, which is not among the tools {names}", "tool_choice")
         choice = name
     elif choice not in (None, "none", "auto", "required"):
-        raise bad_request(f'tool_choice must be "none", "auto", "required" or a function, got {choice!r}', "tool_choice")
+        raise _bad_request(f'tool_choice must be "none", "auto", "required" or a function, got {choice!r}', "tool_choice")
     if not tools:
-        if choice not in (None, "none", "auto"): raise bad_request(f"tool_choice {choice!r} needs tools", "tool_choice")
+        if choice not in (None, "none", "auto"): raise _bad_request(f"tool_choice {choice!r} needs tools", "tool_choice")
         return None
     fmt = tool_format(model.gguf.metadata.get("tokenizer.chat_template"))
     if choice == "none" and (fmt != "generic" or req.grammar is not None): return None
-    if req.grammar is not None: raise bad_request("give either grammar or tools, not both", "grammar")
+    if req.grammar is not None: raise _bad_request("give either grammar or tools, not both", "grammar")
     rf = req.response_format
     schema = rf.json_schema.schema_ if rf is not None and rf.type == "json_schema" and rf.json_schema else \
              ({"type": "object"} if rf is not None and rf.type == "json_object" else None)
@@ -320,178 +293,43 @@ def tool_plan(model: LLM, req) -> ToolPlan | None:
     one_call = fmt in ("llama3", "harmony")                          # their answer ends with its call
     return ToolPlan(fmt, tools, choice or "auto", bool(req.parallel_tool_calls) and not one_call, schema)
 
-# %% ../nbs/4_27_serve.ipynb #802eb3ea
+# %% ../nbs/4_27_serve.ipynb #387a625a
 def _arguments(text: str):
     try: return json.loads(text)
     except ValueError: return text                  # not JSON: passed on as the client wrote it
 
-def chat_messages(req) -> list:
+def _chat_messages(req) -> list:
     "The request's messages as template dicts: text content, calls with their arguments as objects, results named."
     calls, out = {}, []
     for i, m in enumerate(req.messages):
         text = m.content if isinstance(m.content, str) else "".join(p.text for p in m.content or [])
         if m.content is None and not m.tool_calls:
-            raise bad_request(f"messages.{i} has no content", f"messages.{i}.content")
+            raise _bad_request(f"messages.{i} has no content", f"messages.{i}.content")
         d = {"role": "system" if m.role == "developer" else m.role, "content": text}
         if m.tool_calls:
-            if m.role != "assistant": raise bad_request(f"messages.{i}: only assistant messages make tool calls", f"messages.{i}")
+            if m.role != "assistant": raise _bad_request(f"messages.{i}: only assistant messages make tool calls", f"messages.{i}")
             d["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.function.name,
                                 "arguments": _arguments(c.function.arguments)}} for c in m.tool_calls]
             calls.update((c.id, c.function.name) for c in m.tool_calls)
         if m.reasoning_content: d["reasoning_content"] = m.reasoning_content
         if m.role == "tool":
             if m.tool_call_id not in calls:
-                raise bad_request(f"messages.{i} is a tool result for call {m.tool_call_id!r}, but no assistant message "
+                raise _bad_request(f"messages.{i} is a tool result for call {m.tool_call_id!r}, but no assistant message "
                                   "before it made that call (its tool_calls[].id)", f"messages.{i}.tool_call_id")
             d.update(tool_call_id=m.tool_call_id, name=calls[m.tool_call_id])
         out.append(d)
     return out
 
-# %% ../nbs/4_27_serve.ipynb #7afc1ca3
-RESPOND_JSON = ("Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply "
-                "to the user's request")                         # llama.cpp's words (common/chat.cpp)
-
-RESPOND_TEXT = "Respond in JSON format, with `response`: your reply to the user's request"
-
-def generic_system(plan: ToolPlan) -> str:
-    "The system text of the generic form: answer in JSON, these tools, a call looks like this."
-    if plan.choice == "none": return RESPOND_TEXT
-    tools = [t for t in plan.tools if plan.choice in ("auto", "required", t["name"])]
-    listed = [{"type": "function", "function": {k: v for k, v in t.items() if v is not None}} for t in tools]
-    call = {"name": tools[0]["name"], "arguments": {}}
-    example = {"tool_calls": [call]} if plan.parallel else {"tool_call": call}
-    return (f"{RESPOND_JSON}\n\nYou can call any of the following tools to satisfy the user's requests: "
-            f"{json.dumps(listed, indent=2)}\n\nExample tool call syntax:\n\n{json.dumps(example, indent=2)}")
-
-def generic_messages(msgs: list, plan: ToolPlan | None) -> list:
-    "`msgs` for a template with no tool form: calls as the JSON the model writes, results as user messages."
-    out = []
-    for m in msgs:
-        if m.get("tool_calls"):
-            calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in m["tool_calls"]]
-            m = {"role": "assistant", "content": json.dumps({"tool_calls": calls} if len(calls) > 1 else {"tool_call": calls[0]}, indent=2)}
-        elif m["role"] == "tool":
-            m = {"role": "user", "content": json.dumps({"tool_response": {"tool": m["name"], "content": m["content"]}}, indent=2)}
-        out.append(m)
-    if plan is not None:
-        if out and out[0]["role"] == "system": out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + generic_system(plan)}
-        else: out.insert(0, {"role": "system", "content": generic_system(plan)})
-    return out
-
-# %% ../nbs/4_27_serve.ipynb #b4c3d6fb
-def tool_prompt(model: LLM, msgs: list, plan: ToolPlan | None) -> list:
-    "Token ids of `msgs` with the plan's tools, in the form of the model's template."
-    tok, template = model.tokenizer, model.gguf.metadata.get("tokenizer.chat_template")
-    if not isinstance(template, str): raise ChatTemplateError("this model has no chat template: it cannot call tools")
-    extra, fmt = {}, tool_format(template)
-    if fmt == "generic": msgs = generic_messages(msgs, plan)
-    if fmt == "harmony":         # its template reads an earlier call's reasoning as `thinking` (llama.cpp copies it so)
-        msgs = [{**m, "thinking": m["reasoning_content"]} if "reasoning_content" in m else m for m in msgs]
-    if plan is not None and fmt != "generic":
-        extra = {"tools": [{"type": "function", "function": {k: v for k, v in t.items() if v is not None}} for t in plan.tools],
-                 "tools_in_user_message": False, "date_string": time.strftime("%d %b %Y")}
-    bos, eos = (tok.tokens[t] if t >= 0 else "" for t in (tok.bos, tok.eos))
-    ids = tok.encode(render_chat(template, msgs, True, bos_token=bos, eos_token=eos, **extra), add_special=True, parse_special=True)
-    return ids[1:] if len(ids) > 1 and ids[0] == ids[1] == tok.bos else ids
-
+# %% ../nbs/4_27_serve.ipynb #802eb3ea
 def chat_ids(model: LLM, req, plan: ToolPlan | None = None) -> list:
     "Token ids of a chat request's messages, through the model's chat template (with the tools of `plan`)."
-    if not req.messages: raise bad_request("messages must not be empty", "messages")
-    msgs = chat_messages(req)
+    if not req.messages: raise _bad_request("messages must not be empty", "messages")
+    msgs = _chat_messages(req)
     try:
         if plan is None and not any(m["role"] == "tool" or m.get("tool_calls") for m in msgs):
             return model.chat_prompt([{"role": m["role"], "content": m["content"]} for m in msgs])
         return tool_prompt(model, msgs, plan)
-    except (ChatTemplateError, ValueError) as e: raise bad_request(str(e), "messages") from None
-
-# %% ../nbs/4_27_serve.ipynb #2e5b933b
-def _hoist_defs(schema, prefix: str, defs: dict):
-    "A copy of `schema` whose `$defs` move into `defs` under names starting with `prefix`, its `$ref`s following them."
-    if isinstance(schema, list): return [_hoist_defs(v, prefix, defs) for v in schema]
-    if not isinstance(schema, dict): return schema
-    out = {}
-    for k, v in schema.items():
-        if k in ("$defs", "definitions") and isinstance(v, dict):
-            for name, sub in v.items(): defs[prefix + name] = _hoist_defs(sub, prefix, defs)
-        elif k == "$ref" and isinstance(v, str) and v.startswith(("#/$defs/", "#/definitions/")):
-            out[k] = "#/$defs/" + prefix + v.split("/", 2)[2]
-        else: out[k] = _hoist_defs(v, prefix, defs)
-    return out
-
-def call_schemas(plan: ToolPlan, defs: dict, args_key: str = "arguments") -> list:
-    "One JSON Schema per allowed tool: {'name': that name, args_key: its parameters}."
-    return [{"type": "object", "properties": {"name": {"const": t["name"]},
-                                              args_key: _hoist_defs(t["parameters"], f"{t['name']}--", defs)},
-             "required": ["name", args_key]}
-            for t in plan.tools if plan.choice in ("auto", "required", t["name"])]
-
-# %% ../nbs/4_27_serve.ipynb #b7269791
-def answer_schema(plan: ToolPlan) -> dict:
-    "The JSON Schema of every answer the generic form allows."
-    text = {"type": "object", "properties": {"response": plan.response_schema or {"type": "string"}}, "required": ["response"]}
-    if plan.choice == "none": return text
-    defs = {}
-    calls = call_schemas(plan, defs)
-    one = calls[0] if len(calls) == 1 else {"anyOf": calls}
-    call = ({"type": "object", "properties": {"tool_calls": {"type": "array", "items": one, "minItems": 1}}, "required": ["tool_calls"]}
-            if plan.parallel else {"type": "object", "properties": {"tool_call": one}, "required": ["tool_call"]})
-    if plan.choice == "auto": call = {"anyOf": [call, text]}
-    return {**call, "$defs": defs} if defs else call
-
-def tool_grammar(plan: ToolPlan):
-    "The grammar for the plan's answers (None: unconstrained, a call recognised after the fact)."
-    if plan.format == "generic": return as_grammar(json_schema=answer_schema(plan))
-    if plan.choice == "auto": return None
-    if plan.format == "harmony": return as_grammar(grammar=harmony_grammar(plan))     # gpt-oss: `harmony_grammar`
-    defs = {}
-    calls = call_schemas(plan, defs, "parameters" if plan.format == "llama3" else "arguments")
-    schema = {**(calls[0] if len(calls) == 1 else {"anyOf": calls}), **({"$defs": defs} if defs else {})}
-    if plan.format == "llama3": return as_grammar(json_schema=schema)
-    gbnf = json_schema_to_grammar(schema).replace("root ::=", "tool-call-json ::=", 1)
-    block = '"<tool_call>" space tool-call-json "</tool_call>" space'
-    return as_grammar(grammar=f"root ::= ({block})" + ("+" if plan.parallel else "") + "\n" + gbnf)
-
-# %% ../nbs/4_27_serve.ipynb #37fc357d
-def _calls(raw, plan: ToolPlan, key: str = "arguments") -> list:
-    "[(name, arguments as JSON text)] if every item of `raw` is a call of a known tool, else []."
-    names, out = {t["name"] for t in plan.tools}, []
-    for c in raw if isinstance(raw, list) else []:
-        if not (isinstance(c, dict) and c.get("name") in names and isinstance(c.get(key, c.get("arguments")), dict)): return []
-        out.append((c["name"], json.dumps(c.get(key, c.get("arguments")), ensure_ascii=False)))
-    return out
-
-def _json_at(text: str, i: int):
-    "The JSON value starting at text[i] (after spaces) and the index after it, or (None, i)."
-    i += len(text[i:]) - len(text[i:].lstrip())
-    try: return json.JSONDecoder().raw_decode(text, i)
-    except ValueError: return None, i
-
-# %% ../nbs/4_27_serve.ipynb #f2087102
-def parse_tool_calls(text: str, plan: ToolPlan) -> tuple:
-    "(content or None, [(name, arguments JSON)]) of a model's answer under `plan`."
-    if plan.format == "harmony": return parse_harmony(text, plan)         # gpt-oss: `parse_harmony`
-    if plan.format == "generic":
-        obj, end = _json_at(text, 0)
-        if not isinstance(obj, dict) or text[end:].strip(): return text, []
-        if "tool_call" in obj or "tool_calls" in obj:
-            calls = _calls(obj["tool_calls"] if "tool_calls" in obj else [obj["tool_call"]], plan)
-            return (None, calls) if calls else (text, [])
-        r = obj.get("response", text)
-        return (r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)), []
-    if plan.format == "llama3":
-        obj, end = _json_at(text, 0)
-        calls = _calls([obj], plan, "parameters") if not text[end:].strip() else []
-        return (None, calls) if calls else (text, [])
-    starts = [m.end() for m in re.finditer(r"<tool_call>", text)]      # hermes: <tool_call> blocks
-    if not starts and text.lstrip().startswith("{"): starts = [0]        # or one bare call object
-    calls, content, pos = [], [], 0
-    for s in starts:
-        obj, end = _json_at(text, s)
-        if not (found := _calls([obj], plan)): return text, []
-        content.append(text[pos:s].removesuffix("<tool_call>")); calls += found
-        pos = end + len(re.match(r"\s*(</tool_call>)?", text[end:]).group(0))
-    content = ("".join(content) + text[pos:]).strip()
-    return ((content or None), calls) if calls else (text, [])
+    except (ChatTemplateError, ValueError) as e: raise _bad_request(str(e), "messages") from None
 
 # %% ../nbs/4_27_serve.ipynb #2e49b16f
 def chat_message(text: str, plan: ToolPlan | None, finish: str) -> tuple:
@@ -504,7 +342,7 @@ def chat_message(text: str, plan: ToolPlan | None, finish: str) -> tuple:
                          for n, a in calls]
     return msg, "tool_calls"
 
-def message_deltas(msg: dict, piece: int = 16) -> list:
+def _message_deltas(msg: dict, piece: int = 16) -> list:
     "The stream deltas that add up to `msg`: its content, then each call's id and name, then its arguments in pieces."
     out = [{"content": msg["content"]}] if msg["content"] else []
     for i, c in enumerate(msg.get("tool_calls", [])):
@@ -515,314 +353,11 @@ def message_deltas(msg: dict, piece: int = 16) -> list:
     return out
 
 # %% ../nbs/4_27_serve.ipynb #ff6c0ec8
-def parse_harmony(text: str, plan: ToolPlan) -> tuple:
-    "(content or None, [(name, arguments JSON)]) of a harmony reply, its markers included: its messages to `functions.NAME`."
-    content, calls = harmony_split(text)["content"], []
-    sent = [m for m in harmony_messages(text) if m["to"] is not None]
-    for m in sent:
-        name = m["to"].removeprefix("functions.") if m["to"].startswith("functions.") else None
-        obj, end = _json_at(m["text"], 0)
-        found = _calls([{"name": name, "arguments": obj}], plan) if not m["text"][end:].strip() else []
-        if not found: return content + "".join(x["raw"] for x in sent), []      # not a call of ours: passed on as written
-        calls += found
-    return ((content or None) if calls else content), calls
-
-# %% ../nbs/4_27_serve.ipynb #530a51c9
-_GBNF_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|[A-Za-z0-9-]+|.', re.S)
-
-def renamed_rules(gbnf: str, prefix: str) -> str:
-    "The rules of `gbnf` but the shared JSON_RULES, every name it defines with `prefix` before it."
-    shared = set(JSON_RULES.split("\n"))
-    own = [line for line in gbnf.split("\n") if line not in shared]
-    names = {line.split(" ::= ", 1)[0] for line in own}
-    return "\n".join("".join(prefix + t if t in names else t for t in _GBNF_TOKEN.findall(line)) for line in own)
-
-HARMONY_RULES = r'''not-end ::= [^<] | "<" [^|] | "<|" [^e] | "<|e" [^n] | "<|en" [^d] | "<|end" [^|] | "<|end|" [^>]
-channel ::= "<|channel|>" ("commentary" | "analysis")
-json-type ::= (" " "<|constrain|>"? "json")?'''
-
-def harmony_grammar(plan: ToolPlan) -> str:
-    "GBNF of a harmony answer that calls one of the plan's tools; reasoning and a preamble may come first."
-    tools = [t for t in plan.tools if plan.choice in ("auto", "required", t["name"])]
-    args = [renamed_rules(json_schema_to_grammar(t["parameters"]), f"args{i}-") for i, t in enumerate(tools)]
-    in_role = " | ".join(f'"{t["name"]}" channel json-type "<|message|>" args{i}-root' for i, t in enumerate(tools))
-    in_channel = " | ".join(f'"{t["name"]}" json-type "<|message|>" args{i}-root' for i, t in enumerate(tools))
-    return "\n".join(['root ::= ("<|channel|>analysis<|message|>" not-end* "<|end|><|start|>assistant")? '
-                      '("<|channel|>commentary<|message|>" not-end* "<|end|><|start|>assistant")? call',
-                      f'call ::= " to=functions." ({in_role}) | channel " to=functions." ({in_channel})',
-                      HARMONY_RULES, *args, JSON_RULES])
-
-# %% ../nbs/4_27_serve.ipynb #70c0c5d8
-@dataclass(eq=False)
-class Slot:
-    "One session of the pool, and what the server says about it."
-    id: int
-    session: Session
-    last_used: float = 0.0
-    n_requests: int = 0
-
-# %% ../nbs/4_27_serve.ipynb #bdd693ca
-class FairLock:
-    "A lock handed to waiting threads in the order they asked for it."
-    def __init__(self):
-        self._mutex, self._waiters, self._held = threading.Lock(), deque(), False
-
-    def acquire(self):
-        with self._mutex:
-            if not self._held:
-                self._held = True
-                return
-            turn = threading.Event()
-            self._waiters.append(turn)
-        turn.wait()                                   # the releasing thread hands the lock straight to us
-
-    def release(self):
-        with self._mutex:
-            if self._waiters: self._waiters.popleft().set()
-            else: self._held = False
-
-    __enter__ = acquire
-    def __exit__(self, *exc): self.release()
-
-# %% ../nbs/4_27_serve.ipynb #c78dd303
-class Cancelled(Exception):
-    "A `forward` that did not run to its end: its request was cancelled (the client left)."
-
-@dataclass(eq=False)
-class Work:
-    "One `forward` call waiting for the batcher: tokens for one cache, run a chunk per step."
-    ids: np.ndarray
-    cache: object
-    n_out: int                                  # logits of the last n_out tokens
-    cancel: threading.Event | None = None       # its request's cancel event
-    done: threading.Event = field(default_factory=threading.Event)
-    at: int = 0                                 # tokens run so far
-    out: list = field(default_factory=list)     # the logits of each chunk run
-    error: BaseException | None = None
-
-# %% ../nbs/4_27_serve.ipynb #2878482b
-class Batcher:
-    "One thread running every slot's `forward` calls as one pass per step (continuous batching)."
-    def __init__(self, model: LLM, lock: FairLock, n_batch: int = 128):
-        if n_batch < 1: raise ValueError(f"--batch-size must be at least 1, got {n_batch}")
-        self.model, self.lock, self.n_batch = model, lock, n_batch
-        self.cond, self.queue = threading.Condition(), []     # Work waiting, oldest first
-        self.expected = set()          # caches served by the last step, not back yet (they are sampling)
-        self.local = threading.local()                      # per generation thread: its request's cancel event
-        self.steps = deque(maxlen=256)                      # the last steps: [(cache, tokens)] each
-        self.n_passes = self.n_rows = 0                     # for /metrics
-        self.last_pass = 0.0
-        self.batched = hasattr(model.engine, "forward_batch")   # chapter 15's engine; Part I's runs parts one by one
-        self.thread, self.stopped = None, False             # started by the first `submit`, ended by `stop`
-
-    def submit(self, work: Work) -> np.ndarray:
-        "Queue `work` and wait for its logits (called by a slot's thread)."
-        with self.cond:
-            if self.stopped: raise Cancelled("the server is stopping")
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._loop, daemon=True, name="llmbook-batcher")
-                self.thread.start()
-            self.queue.append(work); self.expected.discard(work.cache); self.cond.notify_all()
-        work.done.wait()
-        if work.error is not None: raise work.error
-        return work.out[0] if len(work.out) == 1 else np.concatenate(work.out)
-
-    def leave(self, cache):
-        "A slot's generation ended: do not wait for its next token."
-        with self.cond: self.expected.discard(cache); self.cond.notify_all()
-
-# %% ../nbs/4_27_serve.ipynb #3f134d15
-@patch
-def take(self: Batcher) -> list:
-    "This step's rows, [(work, tokens)]: one of every decoding slot, then prompt chunks up to `n_batch` in all."
-    step = [(w, 1) for w in self.queue if len(w.ids) - w.at == 1]
-    room = max(self.n_batch - len(step), 1)
-    for w in self.queue:
-        left = len(w.ids) - w.at
-        if left == 1 or room == 0: continue
-        n = min(left, room, w.cache.n_batch if w.cache.ring_slots else left)
-        step.append((w, n)); room -= n
-    return step
-
-# %% ../nbs/4_27_serve.ipynb #7b34e19f
-@patch
-def run_step(self: Batcher, step: list):
-    "One forward pass over `step`'s rows; each cache advanced over its chunk, each chunk's logits kept."
-    parts = []
-    for w, n in step:
-        n_out = max(0, min(n, w.at + n - (len(w.ids) - w.n_out)))     # this chunk's share of the last n_out
-        parts.append((w.ids[w.at:w.at + n], w.cache, n_out))
-    t0 = time.perf_counter()
-    with self.lock:
-        engine = self.model.engine
-        outs = engine.forward_batch(parts) if self.batched else [engine.forward(*p) for p in parts]
-    self.last_pass = time.perf_counter() - t0
-    for (w, n), (ids, cache, _), out in zip(step, parts, outs):
-        cache.advance(ids); w.out.append(out); w.at += n
-    self.steps.append([(w.cache, n) for w, n in step])
-    self.n_passes += 1; self.n_rows += sum(n for _, n in step)
-
-# %% ../nbs/4_27_serve.ipynb #df6abdc2
-@patch
-def _loop(self: Batcher):
-    "The batcher's thread: wait for work (and for the slots served last), run a step, hand back what is done."
-    while True:
-        with self.cond:
-            while not self.queue and not self.stopped: self.cond.wait()
-            if self.stopped:
-                for w in self.queue: w.error = Cancelled("the server stopped"); w.done.set()
-                self.queue.clear(); return
-            deadline = time.perf_counter() + max(self.last_pass, 0.002)
-            while self.expected and (left := deadline - time.perf_counter()) > 0: self.cond.wait(left)
-            for w in [w for w in self.queue if w.cancel is not None and w.cancel.is_set()]:
-                self.queue.remove(w); w.error = Cancelled("the request was cancelled"); w.done.set()
-            step = self.take() if self.queue else []
-        if not step: continue
-        try: self.run_step(step); error = None
-        except Exception as e: error = e                    # to the waiting threads, never a dead batcher
-        with self.cond:
-            for w, _ in step:
-                if error is not None or w.at == len(w.ids):
-                    self.queue.remove(w); w.error = error; self.expected.add(w.cache); w.done.set()
-            self.cond.notify_all()
-
-@patch
-def stop(self: Batcher, timeout: float = 10.0):
-    "End the batcher's thread: after the step it runs, queued work fails as cancelled (the app's shutdown calls it)."
-    with self.cond: self.stopped = True; self.cond.notify_all()
-    if self.thread is not None: self.thread.join(timeout)
-
-# %% ../nbs/4_27_serve.ipynb #fe15e7cf
-class SharedModel:
-    "A view of `model` whose forward passes run in the batcher's steps, next to the other slots'."
-    def __init__(self, model: LLM, batcher: Batcher):
-        self._model, self._batcher = model, batcher
-
-    def forward(self, tokens, cache, n_out: int | None = None, context_shift: bool = False, n_keep: int = 0):
-        ids, n_out = self._model.check_pass(tokens, cache, n_out, context_shift, n_keep)   # chapter 07's checks
-        return self._batcher.submit(Work(ids, cache, n_out, getattr(self._batcher.local, "cancel", None)))
-
-    def __getattr__(self, name): return getattr(self._model, name)
-
-# %% ../nbs/4_27_serve.ipynb #b5e30a34
-class SlotPool:
-    "N sessions over one model; a request takes the free one with the longest common prefix, or waits in a bounded queue."
-    def __init__(self, model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: int = 32, n_batch: int = 128):
-        if n_slots < 1: raise ValueError(f"--parallel must be at least 1, got {n_slots}")
-        if max_queue < 0: raise ValueError(f"--queue must be at least 0, got {max_queue}")
-        self.model, self.lock = model, FairLock()
-        self.batcher = Batcher(model, self.lock, n_batch)      # one pass per step for every slot
-        shared = SharedModel(model, self.batcher)
-        self.slots = [Slot(i, Session(shared, n_ctx)) for i in range(n_slots)]
-        self.idle, self.waiting, self.max_queue = list(self.slots), deque(), max_queue
-        self.n_ctx = self.slots[0].session.n_ctx
-        self.metrics = None          # what a server counts (make_app gives it a `Metrics`)
-
-    def pick(self, ids: list) -> Slot:
-        "The idle slot sharing the longest prefix with `ids` (ties: the one idle longest)."
-        return max(self.idle, key=lambda s: (common_prefix(s.session.tokens, ids), -s.last_used))
-
-    def check_queue(self):
-        "Refuse (503) a request that would have to wait when the queue is full."
-        if not self.idle and len(self.waiting) >= self.max_queue:
-            n, w = len(self.slots), len(self.waiting)
-            raise APIError(503, f"the server is busy: {n} slot{'s' * (n != 1)} in use and {w} request{'s' * (w != 1)} "
-                                "waiting; retry later", code="server_busy")
-
-    def status(self) -> dict:
-        return {"slots_idle": len(self.idle), "slots_processing": len(self.slots) - len(self.idle),
-                "requests_waiting": len(self.waiting)}
-
-# %% ../nbs/4_27_serve.ipynb #d1b6159d
-@patch
-async def acquire(self: SlotPool, ids: list) -> Slot:
-    "A slot for a request whose prompt is `ids`: at once if one is idle, else after those already waiting."
-    if self.idle and not self.waiting:
-        slot = self.pick(ids)
-        self.idle.remove(slot)
-        return slot
-    self.check_queue()
-    turn = asyncio.get_running_loop().create_future()
-    self.waiting.append(turn)
-    try: return await turn
-    except asyncio.CancelledError:                      # the client went away while waiting
-        if turn.done() and not turn.cancelled(): self.release(turn.result())
-        else: self.waiting.remove(turn)
-        raise
-
-@patch
-def release(self: SlotPool, slot: Slot):
-    "Give `slot` back: to the first request still waiting, else to the idle list. (Event loop thread only.)"
-    slot.last_used = time.monotonic()
-    while self.waiting:
-        turn = self.waiting.popleft()
-        if not turn.done():
-            turn.set_result(slot)
-            return
-    self.idle.append(slot)
-
-# %% ../nbs/4_27_serve.ipynb #b4b356b6
-@dataclass
-class Job:
-    "One request's generation: its prompt, `Session.generate`'s arguments, and what the server measured."
-    ids: list
-    kwargs: dict
-    reuse: bool = True              # keep the slot's cached prefix (request field cache_prompt)
-    cancel: threading.Event = field(default_factory=threading.Event)
-    n_cached: int = 0               # prompt tokens found in the slot's cache (not run again)
-    t_start: float = field(default_factory=time.perf_counter)
-    t_first: float | None = None    # when the first token was sampled
-    slot: int | None = None
-    tools: ToolPlan | None = None   # the request's tools, if the answer may be a call
-    started: bool = False           # its thread has started (the slot is in its hands)
-    reply: object | None = None     # a chat's reply format (gpt-oss's harmony): reasoning_content apart from content
-
-def _generate(pool: SlotPool, slot: Slot, job: Job, put):
-    "Thread body: generate `job` in `slot`, `put` each event; give the slot back, then `put` the last event."
-    s, last = slot.session, ("error", RuntimeError("the generation thread stopped"))
-    pool.batcher.local.cancel = job.cancel               # a prompt cancelled between chunks stops there
-    try:
-        if job.reuse: s.reuse_prefix(job.ids)
-        else: s.reset(); s.pending = list(job.ids)       # the whole prompt runs, from position 0
-        job.n_cached = len(job.ids) - len(s.pending)
-        stream = s.generate([], stream=True, details=True, cancel=job.cancel, **job.kwargs)
-        if job.reply is not None: stream = Stream(job.reply.turn(stream, s.tokenizer, details=True))   # the parts apart
-        for step in stream:
-            if job.t_first is None: job.t_first = time.perf_counter()
-            put(("step", step))
-        last = ("done", stream.result)
-        if pool.metrics is not None: pool.metrics.generated(job, stream.result)
-    except Exception as e:                               # to the client as an error, never a dead thread
-        last = ("error", e)
-    finally:
-        pool.batcher.leave(s.cache)
-        pool.loop.call_soon_threadsafe(pool.release, slot)
-        put(last)
-
-# %% ../nbs/4_27_serve.ipynb #3f1121d0
-@patch
-async def run(self: SlotPool, job: Job, slot: Slot | None = None):
-    "Generate `job` in `slot` (default: one acquired): an async iterator of ('step', TokenStep) ... then ('done', Completion) or ('error', exc)."
-    self.loop = asyncio.get_running_loop()
-    if slot is None: slot = await self.acquire(job.ids)
-    slot.n_requests += 1; job.slot = slot.id; job.started = True
-    events = asyncio.Queue()
-    put = lambda item: self.loop.call_soon_threadsafe(events.put_nowait, item)
-    threading.Thread(target=_generate, args=(self, slot, job, put), daemon=True).start()
-    try:
-        while True:
-            kind, value = await events.get()
-            yield kind, value
-            if kind != "step": return
-    finally:
-        job.cancel.set()           # the reader left (or the job ended): stop the thread within a token
-
-# %% ../nbs/4_27_serve.ipynb #b56243cd
-def usage(job: Job, c) -> dict:
+def _usage(job: Job, c) -> dict:
     return {"prompt_tokens": len(job.ids), "completion_tokens": len(c.tokens),
             "total_tokens": len(job.ids) + len(c.tokens), "prompt_tokens_details": {"cached_tokens": job.n_cached}}
 
-def timings(job: Job, c) -> dict:
+def _timings(job: Job, c) -> dict:
     "llama-server's `timings`: prompt tokens run and generated tokens, with milliseconds and speed."
     n_run = len(job.ids) - job.n_cached
     ttft = (job.t_first - job.t_start) if job.t_first is not None else None
@@ -835,7 +370,7 @@ def _token_text(tok, tid: int) -> tuple[str, list]:
     b = tok.token_to_piece(tid)
     return b.decode("utf-8", errors="replace"), list(b)
 
-def chat_logprob(tok, step) -> dict:
+def _chat_logprob(tok, step) -> dict:
     text, b = _token_text(tok, step.token)
     top = []
     for tid, lp in (getattr(step, "top_logprobs", None) or []):
@@ -843,7 +378,7 @@ def chat_logprob(tok, step) -> dict:
         top.append({"token": t, "logprob": float(lp), "bytes": tb})
     return {"token": text, "logprob": float(step.logprob), "bytes": b, "top_logprobs": top}
 
-def completion_logprobs(tok, steps, offset0: int = 0) -> dict:
+def _completion_logprobs(tok, steps, offset0: int = 0) -> dict:
     out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
     offset = offset0
     for step in steps:
@@ -854,56 +389,56 @@ def completion_logprobs(tok, steps, offset0: int = 0) -> dict:
     return out
 
 # %% ../nbs/4_27_serve.ipynb #4d1f096b
-def response(kind: str, rid: str, model_name: str, choice: dict, usage=None, chunk: bool = False, **extra) -> dict:
+def _response(kind: str, rid: str, _model_name: str, choice: dict, usage=None, chunk: bool = False, **extra) -> dict:
     obj = {"chat": "chat.completion", "text": "text_completion"}[kind] + (".chunk" if chunk and kind == "chat" else "")
-    out = {"id": rid, "object": obj, "created": int(time.time()), "model": model_name,
+    out = {"id": rid, "object": obj, "created": int(time.time()), "model": _model_name,
            "system_fingerprint": "llmbook", "choices": [] if choice is None else [{"index": 0, **choice}]}
     if usage is not None: out["usage"] = usage
     return {**out, **extra}
 
-def sse(obj) -> str:
+def _sse(obj) -> str:
     "One server-sent event: `data: <json>` and a blank line."
     return f"data: {obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)}\n\n"
 
 # %% ../nbs/4_27_serve.ipynb #fb48a734
-MAX_BODY = 8 << 20      # bytes
+_MAX_BODY = 8 << 20      # bytes
 
-async def read_body(request) -> bytes:
+async def _read_body(request) -> bytes:
     chunks, n = [], 0
     async for chunk in request.stream():
         n += len(chunk)
-        if n > MAX_BODY: raise APIError(413, f"the request body is larger than {MAX_BODY >> 20} MiB", code="body_too_large")
+        if n > _MAX_BODY: raise APIError(413, f"the request body is larger than {_MAX_BODY >> 20} MiB", code="body_too_large")
         chunks.append(chunk)
     return b"".join(chunks)
 
-def model_name(model: LLM) -> str:
+def _model_name(model: LLM) -> str:
     return Path(model.gguf.path).name.removesuffix(".gguf")
 
 # %% ../nbs/4_27_serve.ipynb #b1877037
-async def prepare(request, model: LLM, pool: SlotPool, kind: str):
+async def _prepare(request, model: LLM, pool: SlotPool, kind: str):
     "Validate a request and make its `Job`: (request object, job)."
-    req = parse_request(await read_body(request), "ChatRequest" if kind == "chat" else "CompletionRequest")
+    req = parse_request(await _read_body(request), "ChatRequest" if kind == "chat" else "CompletionRequest")
     plan = tool_plan(model, req) if kind == "chat" else None
     kwargs = await asyncio.to_thread(sampling_kwargs, req, model.config.n_vocab, kind == "chat", plan is None)
     if plan is not None:                                             # the tools' grammar, compiled here too
         try: kwargs["grammar"] = await asyncio.to_thread(tool_grammar, plan)
-        except GrammarError as e: raise bad_request(f"the tools cannot be enforced together: {e}", "tools") from None
+        except GrammarError as e: raise _bad_request(f"the tools cannot be enforced together: {e}", "tools") from None
         if kwargs["grammar"] is None: del kwargs["grammar"]
-    ids = await (asyncio.to_thread(chat_ids, model, req, plan) if kind == "chat" else asyncio.to_thread(completion_ids, model, req))
-    check_fits(ids, pool.n_ctx)
+    ids = await (asyncio.to_thread(chat_ids, model, req, plan) if kind == "chat" else asyncio.to_thread(_completion_ids, model, req))
+    _check_fits(ids, pool.n_ctx)
     reply = model.reply_format() if kind == "chat" else None         # chapter 10: replies in parts (harmony's)
     return req, Job(ids, kwargs, reuse=req.cache_prompt is not False, tools=plan, reply=reply)
 
 # %% ../nbs/4_27_serve.ipynb #aaf24d04
-async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, slot: Slot | None = None):
-    tok, rid, name = model.tokenizer, f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex[:24]}", model_name(model)
+async def _stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, slot: Slot | None = None):
+    tok, rid, name = model.tokenizer, f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex[:24]}", _model_name(model)
     def chunk(text=None, lp=None, finish=None, role=False, delta=None):
         if kind == "chat":
             if delta is None: delta = {"role": "assistant", "content": ""} if role else ({} if text is None else {"content": text})
             choice = {"delta": delta, "logprobs": {"content": lp} if lp else None, "finish_reason": finish}
         else:
-            choice = {"text": text or "", "logprobs": completion_logprobs(tok, lp) if lp else None, "finish_reason": finish}
-        return sse(response(kind, rid, name, choice, chunk=True))
+            choice = {"text": text or "", "logprobs": _completion_logprobs(tok, lp) if lp else None, "finish_reason": finish}
+        return _sse(_response(kind, rid, name, choice, chunk=True))
     if kind == "chat": yield chunk(role=True)
     with_lp, streamed = "logprobs" in job.kwargs, ""
     try:
@@ -914,26 +449,26 @@ async def stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, sl
                 lp = [step] if with_lp and step.token is not None and not tok.is_eog(step.token) else []
                 if step.reasoning: yield chunk(delta={"reasoning_content": step.reasoning})
                 if step.piece or lp:
-                    yield chunk(step.piece, [chat_logprob(tok, s) for s in lp] if kind == "chat" else lp)
+                    yield chunk(step.piece, [_chat_logprob(tok, s) for s in lp] if kind == "chat" else lp)
             elif what == "done":
-                finish = FINISH_REASONS[value.stop_reason]
+                finish = _FINISH_REASONS[value.stop_reason]
                 if job.tools is not None:                   # the whole answer is here: text, or calls
-                    msg, finish = chat_message(answer_text(model, job, value), job.tools, finish)
+                    msg, finish = chat_message(_answer_text(model, job, value), job.tools, finish)
                     if job.reply is not None:               # its content went out as it came: the rest, if any
                         content = msg["content"] or ""
                         msg = {**msg, "content": content[len(streamed):] if content.startswith(streamed) else content}
-                    for d in message_deltas(msg): yield chunk(delta=d)
+                    for d in _message_deltas(msg): yield chunk(delta=d)
                 yield chunk(finish=finish)
                 if req.stream_options is not None and req.stream_options.include_usage:
-                    yield sse(response(kind, rid, name, None, usage=usage(job, value), chunk=True))
+                    yield _sse(_response(kind, rid, name, None, usage=_usage(job, value), chunk=True))
             elif what == "error":
-                yield sse(_error_of(value).body())
-    except APIError as e:         # (a slot is always given by make_app; a caller without one may find the queue full)
-        yield sse(e.body())
-    yield sse("[DONE]")
+                yield _sse(_error_of(value).body())
+    except (APIError, Busy) as e:   # (a slot is always given by make_app; a caller without one may find the queue full)
+        yield _sse(_error_of(e).body())
+    yield _sse("[DONE]")
 
 # %% ../nbs/4_27_serve.ipynb #719ae0b6
-def answer_text(model: LLM, job: Job, c) -> str:
+def _answer_text(model: LLM, job: Job, c) -> str:
     "What the tool parser reads: a harmony reply with its markers (the reply format's split left them out), else the answer."
     if job.tools is None or job.tools.format != "harmony": return str(c)
     tok = model.tokenizer
@@ -941,11 +476,12 @@ def answer_text(model: LLM, job: Job, c) -> str:
 
 def _error_of(e: Exception) -> APIError:
     if isinstance(e, APIError): return e
-    if isinstance(e, (ContextFullError, ValueError, TypeError)): return bad_request(str(e))
+    if isinstance(e, Busy): return APIError(503, str(e), code="server_busy")     # the scheduler's full queue
+    if isinstance(e, (ContextFullError, ValueError, TypeError)): return _bad_request(str(e))
     return APIError(500, f"{type(e).__name__}: {e}")
 
 # %% ../nbs/4_27_serve.ipynb #46269d30
-async def complete(request, model: LLM, pool: SlotPool, kind: str, req, job: Job) -> dict:
+async def _complete(request, model: LLM, pool: SlotPool, kind: str, req, job: Job) -> dict:
     async def collect():
         steps = []
         async for what, value in pool.run(job):
@@ -959,19 +495,19 @@ async def complete(request, model: LLM, pool: SlotPool, kind: str, req, job: Job
             task.cancel()                               # pool.run's finally sets job.cancel
             return None
     steps, c = task.result()
-    tok, finish = model.tokenizer, FINISH_REASONS[c.stop_reason]
+    tok, finish = model.tokenizer, _FINISH_REASONS[c.stop_reason]
     lp_steps = [s for s in steps if s.token is not None and not tok.is_eog(s.token)] if "logprobs" in job.kwargs else None
     if kind == "chat":
-        lp = {"content": [chat_logprob(tok, s) for s in lp_steps]} if lp_steps is not None else None
-        msg, finish = chat_message(answer_text(model, job, c), job.tools, finish)
+        lp = {"content": [_chat_logprob(tok, s) for s in lp_steps]} if lp_steps is not None else None
+        msg, finish = chat_message(_answer_text(model, job, c), job.tools, finish)
         if c.reasoning: msg["reasoning_content"] = c.reasoning     # as llama-server: only when there is some
         choice = {"message": msg, "logprobs": lp, "finish_reason": finish}
         rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     else:
-        lp = completion_logprobs(tok, lp_steps) if lp_steps is not None else None
+        lp = _completion_logprobs(tok, lp_steps) if lp_steps is not None else None
         choice = {"text": str(c), "logprobs": lp, "finish_reason": finish}
         rid = f"cmpl-{uuid.uuid4().hex[:24]}"
-    return response(kind, rid, model_name(model), choice, usage=usage(job, c), timings=timings(job, c))
+    return _response(kind, rid, _model_name(model), choice, usage=_usage(job, c), timings=_timings(job, c))
 
 # %% ../nbs/4_27_serve.ipynb #487489e0
 @patch
@@ -997,14 +533,14 @@ def hidden_states(self: Model, tokens) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 # %% ../nbs/4_27_serve.ipynb #8b876700
-POOLINGS = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}   # llama.cpp's enum llama_pooling_type, as GGUF stores it
+_POOLINGS = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}   # llama.cpp's enum llama_pooling_type, as GGUF stores it
 
 def pooling_of(model: LLM) -> str:
     "How `model`'s embeddings pool its tokens: the file's `<arch>.pooling_type` if it names one, else 'mean'."
-    kind = POOLINGS.get(model.gguf.metadata.get(f"{model.config.arch}.pooling_type"), "none")
+    kind = _POOLINGS.get(model.gguf.metadata.get(f"{model.config.arch}.pooling_type"), "none")
     return kind if kind in ("mean", "cls", "last") else "mean"
 
-def pool_hidden(hidden: np.ndarray, how: str) -> np.ndarray:
+def _pool_hidden(hidden: np.ndarray, how: str) -> np.ndarray:
     "One vector from the hidden states `(n, n_embd)` of a text's tokens: their mean, the last token's or the first's."
     if how == "mean": return hidden.mean(axis=0, dtype=np.float64).astype(np.float32)
     if how == "last": return hidden[-1].copy()
@@ -1025,39 +561,39 @@ def embed(model: LLM, texts, pooling: str | None = None, normalize: bool = True)
     for t in [texts] if one else list(texts):
         ids = tok.encode(t, add_special=True, parse_special=False) if isinstance(t, str) else _token_ids(t)
         if not ids: raise ValueError("cannot embed an empty text: it has no tokens")
-        v = pool_hidden(model.hidden_states(ids), how)
+        v = _pool_hidden(model.hidden_states(ids), how)
         out.append(v / max(np.linalg.norm(v), np.float32(1e-12)) if normalize else v)
     return np.stack(out).astype(np.float32) if out else np.zeros((0, model.config.n_embd), np.float32)
 
 # %% ../nbs/4_27_serve.ipynb #f288d541
-MAX_EMBED_INPUTS = 256
+_MAX_EMBED_INPUTS = 256
 
-def embedding_inputs(model: LLM, req, n_ctx: int) -> list:
+def _embedding_inputs(model: LLM, req, n_ctx: int) -> list:
     "The token ids of each input of an embedding request, each checked."
     x = req.input
     items, many = ([x], False) if isinstance(x, str) or (x and isinstance(x[0], int)) else (list(x), True)
-    if not items: raise bad_request("input must not be empty", "input")
-    if len(items) > MAX_EMBED_INPUTS:
-        raise bad_request(f"input has {len(items)} items; at most {MAX_EMBED_INPUTS} per request", "input")
+    if not items: raise _bad_request("input must not be empty", "input")
+    if len(items) > _MAX_EMBED_INPUTS:
+        raise _bad_request(f"input has {len(items)} items; at most {_MAX_EMBED_INPUTS} per request", "input")
     out, n = [], model.config.n_vocab
     for i, item in enumerate(items):
         where = f"input.{i}" if many else "input"
         ids = model.tokenizer.encode(item, add_special=True, parse_special=False) if isinstance(item, str) else list(item)
-        if not ids: raise bad_request(f"{where} is empty: there is nothing to embed", where)
-        if (bad := [t for t in ids if not 0 <= t < n]): raise bad_request(f"{where}: token id {bad[0]} is not in the vocabulary (0..{n - 1})", where)
+        if not ids: raise _bad_request(f"{where} is empty: there is nothing to embed", where)
+        if (bad := [t for t in ids if not 0 <= t < n]): raise _bad_request(f"{where}: token id {bad[0]} is not in the vocabulary (0..{n - 1})", where)
         if len(ids) > n_ctx:
-            raise bad_request(f"{where} is {len(ids)} tokens, more than the {n_ctx} a context holds: shorten it, or start "
+            raise _bad_request(f"{where} is {len(ids)} tokens, more than the {n_ctx} a context holds: shorten it, or start "
                               "the server with a larger --n-ctx", where, "context_length_exceeded")
         out.append(ids)
     return out
 
 # %% ../nbs/4_27_serve.ipynb #3a3ade57
-async def embeddings(request, model: LLM, pool: SlotPool, pooling: str | None = None) -> dict:
+async def _embeddings(request, model: LLM, pool: SlotPool, pooling: str | None = None) -> dict:
     "The response to POST /v1/embeddings."
-    req = parse_request(await read_body(request), "EmbeddingRequest")
+    req = parse_request(await _read_body(request), "EmbeddingRequest")
     if req.dimensions not in (None, model.config.n_embd):
-        raise bad_request(f"this model's embeddings have {model.config.n_embd} dimensions, not {req.dimensions}", "dimensions")
-    batch = await asyncio.to_thread(embedding_inputs, model, req, pool.n_ctx)
+        raise _bad_request(f"this model's embeddings have {model.config.n_embd} dimensions, not {req.dimensions}", "dimensions")
+    batch = await asyncio.to_thread(_embedding_inputs, model, req, pool.n_ctx)
     def run():
         out = []
         for ids in batch:
@@ -1066,18 +602,18 @@ async def embeddings(request, model: LLM, pool: SlotPool, pooling: str | None = 
     vectors = await asyncio.to_thread(run)
     n = sum(map(len, batch)); pool.metrics.embedded(n)
     enc = (lambda v: base64.b64encode(v.astype("<f4").tobytes()).decode()) if req.encoding_format == "base64" else (lambda v: v.tolist())
-    return {"object": "list", "model": model_name(model), "usage": {"prompt_tokens": n, "total_tokens": n},
+    return {"object": "list", "model": _model_name(model), "usage": {"prompt_tokens": n, "total_tokens": n},
             "data": [{"object": "embedding", "index": i, "embedding": enc(v)} for i, v in enumerate(vectors)]}
 
 # %% ../nbs/4_27_serve.ipynb #82d36421
-TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)    # seconds
+_TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)    # seconds
 
-class Metrics:
+class _Metrics:
     "Counters for /metrics: requests by path and status, tokens in and out, time to first token."
     def __init__(self):
         self.lock, self.requests = threading.Lock(), Counter()
         self.tokens_in = self.tokens_out = 0
-        self.ttft, self.ttft_sum = [0] * (len(TTFT_BUCKETS) + 1), 0.0    # observations per bucket (the last: above all)
+        self.ttft, self.ttft_sum = [0] * (len(_TTFT_BUCKETS) + 1), 0.0    # observations per bucket (the last: above all)
 
     def request(self, path: str, status: int):
         with self.lock: self.requests[path, status] += 1
@@ -1087,13 +623,13 @@ class Metrics:
             self.tokens_in += len(job.ids); self.tokens_out += len(c.tokens)
             if job.t_first is not None:
                 t = job.t_first - job.t_start
-                self.ttft[sum(t > b for b in TTFT_BUCKETS)] += 1; self.ttft_sum += t
+                self.ttft[sum(t > b for b in _TTFT_BUCKETS)] += 1; self.ttft_sum += t
 
     def embedded(self, n_tokens: int):
         with self.lock: self.tokens_in += n_tokens
 
 # %% ../nbs/4_27_serve.ipynb #88063446
-def prometheus_text(m: Metrics, pool: SlotPool) -> str:
+def _prometheus_text(m: _Metrics, pool: SlotPool) -> str:
     "The metrics page in Prometheus's text format."
     lines = []
     def metric(name, kind, doc, samples):
@@ -1106,7 +642,7 @@ def prometheus_text(m: Metrics, pool: SlotPool) -> str:
         metric("completion_tokens_total", "counter", "Tokens generated.", [("", m.tokens_out)])
         cum = [sum(m.ttft[:i + 1]) for i in range(len(m.ttft))]
         metric("time_to_first_token_seconds", "histogram", "From a request's arrival to its first token.",
-               [(f'_bucket{{le="{b}"}}', c) for b, c in zip([*TTFT_BUCKETS, "+Inf"], cum)]
+               [(f'_bucket{{le="{b}"}}', c) for b, c in zip([*_TTFT_BUCKETS, "+Inf"], cum)]
                + [("_sum", round(m.ttft_sum, 6)), ("_count", cum[-1])])
     b = pool.batcher
     metric("forward_passes_total", "counter", "Forward passes run for the slots (one per step).", [("", b.n_passes)])
@@ -1118,10 +654,10 @@ def prometheus_text(m: Metrics, pool: SlotPool) -> str:
     return "\n".join(lines) + "\n"
 
 # %% ../nbs/4_27_serve.ipynb #fec71dc8
-class Gate:
+class _Gate:
     "ASGI middleware in front of the app: refuses (401) a request without the API key, except /health; counts every request."
     OPEN = ("/health",)
-    def __init__(self, app, key: str | None, metrics: Metrics, paths):
+    def __init__(self, app, key: str | None, metrics: _Metrics, paths):
         self.app, self.key, self.metrics, self.paths = app, key.encode() if key else None, metrics, set(paths)
 
     def authorized(self, scope) -> bool:
@@ -1137,11 +673,11 @@ class Gate:
             await send(msg)
         try:
             if self.key is None or scope["path"] in self.OPEN or self.authorized(scope): await self.app(scope, receive, send_seen)
-            else: await refuse(send_seen, scope)
+            else: await _refuse(send_seen, scope)
         finally: self.metrics.request(scope["path"] if scope["path"] in self.paths else "other", status)
 
 # %% ../nbs/4_27_serve.ipynb #ec779c4c
-async def refuse(send, scope):
+async def _refuse(send, scope):
     "Send the 401: no key, or a wrong one."
     given = b"authorization" in dict(scope["headers"])
     e = APIError(401, "the API key is not this server's (the one given to llmbook serve --api-key or LLMBOOK_API_KEY)"
@@ -1153,26 +689,26 @@ async def refuse(send, scope):
     await send({"type": "http.response.body", "body": body})
 
 # %% ../nbs/4_27_serve.ipynb #54ab1235
-def call_on_loop(loop, fn):
+def _call_on_loop(loop, fn):
     "fn() soon on the thread of `loop`; nothing once the loop is closed (its server, and the server's slots, are gone)."
     try: loop.call_soon_threadsafe(fn)
     except RuntimeError: pass
 
-async def generation(request, model: LLM, pool: SlotPool, kind: str):
+async def _generation(request, model: LLM, pool: SlotPool, kind: str):
     "The response to a chat ('chat') or completion ('text') request: JSON, or a stream that starts once a slot is held."
     from fastapi.responses import JSONResponse, Response, StreamingResponse
     from starlette.background import BackgroundTask
-    req, job = await prepare(request, model, pool, kind)
+    req, job = await _prepare(request, model, pool, kind)
     if not req.stream:
         pool.check_queue()                              # a 503 now, rather than a wait
-        body = await complete(request, model, pool, kind, req, job)
+        body = await _complete(request, model, pool, kind, req, job)
         return JSONResponse(body) if body is not None else Response(status_code=499)   # (nobody is listening)
     pool.loop = asyncio.get_running_loop()
     slot = await pool.acquire(job.ids)                  # before the first byte: a full queue is still a 503
     def unused():                                       # the stream never began: the slot goes back
         if not job.started: job.started = True; pool.release(slot)
-    events = stream_events(model, pool, kind, req, job, slot)
-    weakref.finalize(events, call_on_loop, pool.loop, unused)   # collected unstarted: the slot goes back too
+    events = _stream_events(model, pool, kind, req, job, slot)
+    weakref.finalize(events, _call_on_loop, pool.loop, unused)   # collected unstarted: the slot goes back too
     return StreamingResponse(events, media_type="text/event-stream", background=BackgroundTask(unused),
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -1186,7 +722,7 @@ def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: 
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
     pool = SlotPool(model, n_slots, n_ctx, max_queue, n_batch)
-    pool.metrics = Metrics()
+    pool.metrics = _Metrics()
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
@@ -1200,45 +736,47 @@ def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: 
     async def http_error(request, e):
         return JSONResponse(APIError(e.status_code, f"{request.method} {request.url.path}: {e.detail}").body(),
                             status_code=e.status_code)
+    @app.exception_handler(Busy)                        # the scheduler's full queue
+    async def busy(request, e: Busy): return JSONResponse(_error_of(e).body(), status_code=503)
     @app.exception_handler(Exception)
     async def unexpected(request, e): return JSONResponse(_error_of(e).body(), status_code=500)
 
-    async def chat_completions(request): return await generation(request, model, pool, "chat")
-    async def completions(request): return await generation(request, model, pool, "text")
-    async def embedding(request): return JSONResponse(await embeddings(request, model, pool, pooling))
+    async def chat_completions(request): return await _generation(request, model, pool, "chat")
+    async def completions(request): return await _generation(request, model, pool, "text")
+    async def embedding(request): return JSONResponse(await _embeddings(request, model, pool, pooling))
     for path, f in (("/v1/chat/completions", chat_completions), ("/v1/completions", completions), ("/v1/embeddings", embedding)):
         app.add_route(path, f, methods=["POST"])
-    add_info_routes(app, model, pool)
-    app.add_middleware(Gate, key=api_key, metrics=pool.metrics, paths=[r.path for r in app.routes])
+    _add_info_routes(app, model, pool)
+    app.add_middleware(_Gate, key=api_key, metrics=pool.metrics, paths=[r.path for r in app.routes])
     return app
 
 # %% ../nbs/4_27_serve.ipynb #998ae04d
-def add_info_routes(app, model: LLM, pool: SlotPool):
+def _add_info_routes(app, model: LLM, pool: SlotPool):
     "GET /v1/models, /health and /metrics, POST /tokenize and /detokenize."
     from fastapi.responses import JSONResponse, PlainTextResponse
     created = int(time.time())
 
     async def models(request):
         c = model.config
-        return JSONResponse({"object": "list", "data": [{"id": model_name(model), "object": "model", "created": created,
+        return JSONResponse({"object": "list", "data": [{"id": _model_name(model), "object": "model", "created": created,
                              "owned_by": "llmbook", "meta": {"n_ctx_slot": pool.n_ctx, "n_ctx_train": c.n_ctx_train,
                                                              "n_vocab": c.n_vocab, "n_slots": len(pool.slots)}}]})
 
     async def health(request): return JSONResponse({"status": "ok", **pool.status()})
     async def metrics(request):
-        return PlainTextResponse(prometheus_text(pool.metrics, pool), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(_prometheus_text(pool.metrics, pool), media_type="text/plain; version=0.0.4")
 
     async def tokenize(request):
-        req = parse_request(await read_body(request), "TokenizeRequest")
+        req = parse_request(await _read_body(request), "TokenizeRequest")
         ids = model.tokenizer.encode(req.content, add_special=req.add_special, parse_special=req.parse_special)
         if not req.with_pieces: return JSONResponse({"tokens": ids})
         return JSONResponse({"tokens": [{"id": t, "piece": _token_text(model.tokenizer, t)[0]} for t in ids]})
 
     async def detokenize(request):
-        req = parse_request(await read_body(request), "DetokenizeRequest")
+        req = parse_request(await _read_body(request), "DetokenizeRequest")
         n = model.config.n_vocab
         if (bad := [t for t in req.tokens if not 0 <= t < n]):
-            raise bad_request(f"token id {bad[0]} is not in the vocabulary (0..{n - 1})", "tokens")
+            raise _bad_request(f"token id {bad[0]} is not in the vocabulary (0..{n - 1})", "tokens")
         return JSONResponse({"content": model.tokenizer.decode(req.tokens)})
 
     for path, f, method in (("/v1/models", models, "GET"), ("/health", health, "GET"), ("/metrics", metrics, "GET"),
@@ -1273,7 +811,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 # %% ../nbs/4_27_serve.ipynb #4b7682c7
-SERVE_INSTALL = "pip install 'llmbook[serve]'"
+_SERVE_INSTALL = "pip install 'llmbook[serve]'"
 
 def serve_args(p):
     "`llmbook serve [--model PATH] [--host H] [--port N] [--n-ctx N] [--threads N] [--parallel N] [--queue N] [--api-key KEY] ...`"
@@ -1300,7 +838,7 @@ def serve_args(p):
                    help="uvicorn's log level (default warning; info logs every request)")
 
 # %% ../nbs/4_27_serve.ipynb #12fd19bb
-def warm_up(model: LLM):
+def _warm_up(model: LLM):
     "Run every path of the forward pass once (a batch, one token, two caches), so kernels are ready before the first client."
     cache, other = model.new_cache(4), model.new_cache(4)
     model.forward([1, 2], cache, n_out=1); model.forward([3], cache); model.forward([3], other)
@@ -1310,7 +848,7 @@ def run_serve(args) -> int:
     try:
         import fastapi, uvicorn  # noqa: F401
     except ImportError:
-        print(f"llmbook serve: error: the server needs FastAPI and uvicorn: {SERVE_INSTALL}", file=sys.stderr)
+        print(f"llmbook serve: error: the server needs FastAPI and uvicorn: {_SERVE_INSTALL}", file=sys.stderr)
         return 1
     kernels = None if args.kernels == "auto" else args.kernels
     # one answer per request, whatever else the server runs (chapter 16): on for every kernel set
@@ -1318,9 +856,9 @@ def run_serve(args) -> int:
                  cache_type=args.cache_type)
     app = make_app(model, args.parallel, args.n_ctx, args.queue, api_key=args.api_key, pooling=args.pooling,
                    n_batch=args.batch_size)
-    warm_up(model)
+    _warm_up(model)
     pool = app.state.pool
-    print(f"llmbook serve: {model_name(model)} on http://{args.host}:{args.port}/v1 "
+    print(f"llmbook serve: {_model_name(model)} on http://{args.host}:{args.port}/v1 "
           f"({len(pool.slots)} slots of {pool.n_ctx} tokens, batches of {pool.batcher.n_batch}, queue {pool.max_queue}"
           f"{', API key required' if args.api_key else ''})", file=sys.stderr, flush=True)
     import uvicorn

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import load_fixture, smollm2_file, gemma3_file
 from llmbook.gguf import GGUFFile
-from llmbook.generate import LLM, ChatTemplateError, render_chat
+from llmbook.generate import LLM
+from llmbook.chat import ChatTemplateError, render_chat
 from llmbook.tokenizer import Tokenizer
 from llmbook.tokenizer_extras import EXTRAS
 

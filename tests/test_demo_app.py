@@ -6,8 +6,8 @@ import html
 import numpy as np
 import pytest
 import ipywidgets as W
-from llmbook.demo import (App, prob_color, text_html, chip_label, token_chip, line_break, candidates_html, parse_seed,
-                          transcript)
+from llmbook.demo import (App, _prob_color, _text_html, _chip_label, _token_chip, _line_break, _candidates_html,
+                          _parse_seed, _transcript)
 from llmbook.generate import TokenStep
 from llmbook.loading import load
 from llmbook.testmodels import write_random_chat_model
@@ -24,26 +24,26 @@ MADE_UP = [rec(1, "The", 0.97), rec(2, " cat", 0.42), rec(3, " <sat>", 0.06), re
 
 
 def test_prob_color():
-    assert prob_color(1.0) == "hsl(120, 80%, 94%)" and prob_color(0.0) == "hsl(0, 80%, 62%)"
-    assert prob_color(2.0) == prob_color(1.0) and prob_color(-1) == prob_color(0)   # clipped, never a bad colour
+    assert _prob_color(1.0) == "hsl(120, 80%, 94%)" and _prob_color(0.0) == "hsl(0, 80%, 62%)"
+    assert _prob_color(2.0) == _prob_color(1.0) and _prob_color(-1) == _prob_color(0)   # clipped, never a bad colour
 
 
 def test_text_html_escapes_and_selects():
-    h = text_html(MADE_UP, prompt="Once: <b>")
+    h = _text_html(MADE_UP, prompt="Once: <b>")
     assert "&lt;sat&gt;" in h and "<sat>" not in h and "&lt;b&gt;" in h            # escaped, never interpreted
     assert h.count("<span") == len(MADE_UP) + 1 and "outline" not in h               # + the grey prompt
-    assert text_html(MADE_UP, selected=2).count("outline") == 1
-    assert text_html([], tail="x<y").endswith("x&lt;y</div>")
+    assert _text_html(MADE_UP, selected=2).count("outline") == 1
+    assert _text_html([], tail="x<y").endswith("x&lt;y</div>")
 
 
 def test_chips():
     clicked = []
-    chips = [token_chip(i, r, clicked.append) for i, r in enumerate(MADE_UP)]
+    chips = [_token_chip(i, r, clicked.append) for i, r in enumerate(MADE_UP)]
     assert [c.description for c in chips] == ["The", "\u00a0cat", "\u00a0<sat>", "↵", "∅", "on"]
-    assert chip_label("\t") == "⇥"
+    assert _chip_label("\t") == "⇥"
     chips[2].click()
-    assert clicked == [2] and chips[0].style.button_color == prob_color(0.97)
-    assert isinstance(line_break(), W.Box)
+    assert clicked == [2] and chips[0].style.button_color == _prob_color(0.97)
+    assert isinstance(_line_break(), W.Box)
 
 
 def test_candidates_html(tiny):
@@ -53,18 +53,18 @@ def test_candidates_html(tiny):
         ids, probs = s.candidates
         assert len(ids) <= 5 and probs.sum() <= 1 + 1e-5 and np.all(np.diff(probs) <= 0)   # most likely first
         assert s.token in ids and np.isclose(s.prob, probs[ids == s.token][0])
-    h = candidates_html(steps[0], tiny.tokenizer, index=0)
+    h = _candidates_html(steps[0], tiny.tokenizer, index=0)
     assert "▶" in h and "token #0" in h and "was drawn with" in h
     more = next(s for s in steps if len(s.candidates[0]) > 2)
-    assert "more" in candidates_html(more, tiny.tokenizer, top=2)
+    assert "more" in _candidates_html(more, tiny.tokenizer, top=2)
 
 
 def test_parse_seed_and_transcript():
-    assert parse_seed(" 42 ") == 42 and parse_seed("") is None
+    assert _parse_seed(" 42 ") == 42 and _parse_seed("") is None
     for bad in ("abc", "-1", str(2**32), "1.5"):
-        with pytest.raises(ValueError, match="seed"): parse_seed(bad)
-    assert transcript([], "Hi") == "user: Hi\n\nassistant: "
-    assert transcript([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "c") == \
+        with pytest.raises(ValueError, match="seed"): _parse_seed(bad)
+    assert _transcript([], "Hi") == "user: Hi\n\nassistant: "
+    assert _transcript([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "c") == \
         "user: a\n\nassistant: b\n\nuser: c\n\nassistant: "
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import llmbook
 from llmbook.generate import LLM
-from llmbook.serve import embed, pool_hidden, pooling_of
+from llmbook.serve import embed, pooling_of, _pool_hidden as pool_hidden
 from llmbook.gguf import GGUFFile
 from llmbook.kvcache import ContextFullError
 from conftest import load_fixture

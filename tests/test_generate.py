@@ -4,7 +4,8 @@ import json, random, threading
 import numpy as np
 import pytest
 from llmbook.loading import load
-from llmbook.generate import StopMatcher, Completion, ChatTemplateError, Session, render_chat
+from llmbook.generate import StopMatcher, Completion, Session
+from llmbook.chat import ChatTemplateError, render_chat
 from llmbook.testmodels import write_random_chat_model, CHATML_TEMPLATE
 from llmbook.kvcache import ContextFullError
 from llmbook.sampling import Sampler, SamplerSettings

@@ -98,23 +98,24 @@ def test_gptoss_plan_matches_the_numpy_block(gptoss_file, kernels):
     assert np.abs(got - want).max() / scale < tol and np.array_equal(one[0], got[4])
 
 def test_sink_scale_kernel_matches_numpy():
-    "Plain attention then `scale_by_sinks` equals `attention_with_sinks`, windowed, with GQA, on an f32 and an f16 cache."
-    from llmbook import attention_kernels as A
+    "Plain attention then `scale_by_sinks` equals chapter 05's attention with sinks, windowed, with GQA, on an f32 and an f16 cache."
+    from llmbook import attention_kernels as A, engine
+    from llmbook.attention import attention
     rng = np.random.default_rng(7)
     n, H, kv, hd, pos0 = 5, 4, 2, 16, 7
     q = rng.standard_normal((n, H, hd)).astype(np.float32)
     k, v = rng.standard_normal((2, kv, pos0 + n, hd)).astype(np.float32)
     sinks = rng.standard_normal(H).astype(np.float32) * 2
     for window in (0, 6):
-        want = moe.attention_with_sinks(q, k, v, np.arange(pos0, pos0 + n), hd**-0.5, sinks, window or None)
+        want = attention(q, k, v, np.arange(pos0, pos0 + n), hd**-0.5, window or None, sinks=sinks)
         for dtype in (np.float32, np.float16):
             K = k[None].astype(dtype); V = v[None].astype(dtype)
             Kb, Vb = (K, V) if dtype == np.float32 else (K.view(np.uint16), V.view(np.uint16))
             out = np.empty_like(q)
             A.tiled_attention(q, Kb, Vb, 0, pos0, hd**-0.5, window, out)
-            moe.scale_by_sinks(q, Kb, 0, pos0, hd**-0.5, window, sinks, out)
-            ref = want if dtype == np.float32 else moe.attention_with_sinks(q, K[0].astype(np.float32), V[0].astype(np.float32),
-                                                                            np.arange(pos0, pos0 + n), hd**-0.5, sinks, window or None)
+            engine.scale_by_sinks(q, Kb, 0, pos0, hd**-0.5, window, sinks, out)
+            ref = want if dtype == np.float32 else attention(q, K[0].astype(np.float32), V[0].astype(np.float32),
+                                                             np.arange(pos0, pos0 + n), hd**-0.5, window or None, sinks=sinks)
             assert np.abs(out - ref).max() < 1e-5, (window, dtype)    # float32 sums in two orders
 
 def test_mxfp4_quantize_round_trips():
@@ -229,10 +230,10 @@ HELLO = [{"role": "user", "content": "Say hello."}]
 def test_harmony_reader_streams_the_channels(tmp_path):
     "Token by token on harmony's control-token markers: no marker leaks, reasoning first, the pieces join to the split."
     tok, _ = marker_tokenizer(tmp_path)
-    from llmbook.moe import HarmonyReader, harmony_split
+    from llmbook.moe import _HarmonyReader, harmony_split
     reply = ("<|channel|>analysis<|message|>the user greets<|end|><|start|>assistant<|channel|>final"
              "<|constrain|>text<|message|>hello there<|return|>")
-    reader = HarmonyReader(tok)
+    reader = _HarmonyReader(tok)
     pieces = [p for t in tok.encode(reply, add_special=False, parse_special=True) for p in reader.feed(t)] + reader.finish()
     assert not any("<|" in t or "|>" in t for _, t in pieces), pieces
     fields = [k for k, _ in pieces]

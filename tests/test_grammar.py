@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import load_fixture
 from llmbook.grammar import (Grammar, GrammarError, GrammarMatcher, JSON_GRAMMAR, JSON_OBJECT_GRAMMAR, as_grammar,
-                             json_schema_to_grammar, vocab_trie)
+                             json_schema_to_grammar, _vocab_trie)
 from llmbook.loading import load
 
 try: import jsonschema
@@ -156,8 +156,8 @@ FIX = load_fixture("grammar_smollm2.json")
 def smol(smollm2_path): return load(smollm2_path, n_ctx=1024)
 
 def test_trie_holds_the_vocabulary(smol):
-    trie = vocab_trie(smol.tokenizer)
-    assert trie is vocab_trie(smol.tokenizer)                     # built once per tokenizer
+    trie = _vocab_trie(smol.tokenizer)
+    assert trie is _vocab_trie(smol.tokenizer)                     # built once per tokenizer
     n_tokens = sum(1 for p in trie.pieces if p)
     assert len(trie.tokens) == n_tokens and trie.node_tokens[-1] == n_tokens
     assert len(trie.node_byte) < sum(len(p) for p in trie.pieces)  # shared prefixes

@@ -10,13 +10,13 @@ import llmbook
 from llmbook.gguf import GGUFFile
 from llmbook.tensors import GGMLType, QTensor
 from llmbook.hf import (HFError, HubError, read_safetensors, write_safetensors, read_hf, convert, export_hf,
-                        permute_qk, unpermute_qk, pick_gguf, resolve_hub, load_source, converted_path, CHKTXT)
+                        permute_qk, _unpermute_qk, _pick_gguf, _resolve_hub, load_source, _converted_path, _CHKTXT)
 from conftest import load_fixture
 
 from llmbook.testmodels import write_random_chat_model
 
 STRINGS = ["Hello world", " leading space", "numbers 1234567 and 3.14", "emoji 🦙🚀 and 你好",
-           "<|im_start|>user\nhi<|im_end|>", "tabs\tand\nnewlines\n\n  x", "I'll've they're 'RE", "café naïve", CHKTXT]
+           "<|im_start|>user\nhi<|im_end|>", "tabs\tand\nnewlines\n\n  x", "I'll've they're 'RE", "café naïve", _CHKTXT]
 
 # random vocabularies are not in llama.cpp's table of pre-tokenizer hashes: read_hf warns, as it should
 pytestmark = pytest.mark.filterwarnings("ignore:the tokenizer's pre-tokenizer hash")
@@ -152,7 +152,7 @@ def test_permutation_is_inverted():
     rng = np.random.default_rng(0)
     for n_head, rows in ((1, 8), (3, 48), (9, 576)):
         w = rng.normal(size=(rows, 5)).astype(np.float32)
-        assert np.array_equal(unpermute_qk(permute_qk(w, n_head), n_head), w)
+        assert np.array_equal(_unpermute_qk(permute_qk(w, n_head), n_head), w)
         b = rng.normal(size=rows)
         assert np.array_equal(permute_qk(b, n_head), permute_qk(b[:, None], n_head)[:, 0])
     assert permute_qk(np.arange(8), 1).tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
@@ -260,12 +260,12 @@ def fake_hub_cache(home: Path, repo: str, files: dict, commit: str = "a" * 40) -
 def test_pick_gguf_like_llama_cpp():
     files = ["README.md", "m-Q8_0.gguf", "m-Q4_K_M.gguf", "m-q6_k.gguf", "mmproj-m-f16.gguf",
              "big/m-Q5_K_M-00002-of-00003.gguf", "big/m-Q5_K_M-00001-of-00003.gguf"]
-    assert pick_gguf(files) == "m-Q4_K_M.gguf"
-    assert pick_gguf(files, "Q6_K") == "m-q6_k.gguf"
-    assert pick_gguf(files, "q5_k_m") == "big/m-Q5_K_M-00001-of-00003.gguf"
-    assert pick_gguf(files, "IQ2_XS") is None
-    assert pick_gguf(["m-f16.gguf", "mmproj.gguf"]) == "m-f16.gguf"
-    assert pick_gguf(["README.md"]) is None
+    assert _pick_gguf(files) == "m-Q4_K_M.gguf"
+    assert _pick_gguf(files, "Q6_K") == "m-q6_k.gguf"
+    assert _pick_gguf(files, "q5_k_m") == "big/m-Q5_K_M-00001-of-00003.gguf"
+    assert _pick_gguf(files, "IQ2_XS") is None
+    assert _pick_gguf(["m-f16.gguf", "mmproj.gguf"]) == "m-f16.gguf"
+    assert _pick_gguf(["README.md"]) is None
 
 @pytest.fixture
 def hub_home(tmp_path, monkeypatch):
@@ -279,22 +279,22 @@ def hub_home(tmp_path, monkeypatch):
     return tmp_path / "hf_home"
 
 def test_resolve_hub_offline(hub_home):
-    p = resolve_hub("someone/Tiny-GGUF:Q8_0")
+    p = _resolve_hub("someone/Tiny-GGUF:Q8_0")
     assert p.name == "tiny-Q8_0.gguf" and "snapshots" in p.parts and GGUFFile(p).metadata["general.architecture"] == "llama"
-    assert resolve_hub("someone/Tiny-GGUF").name == "tiny-Q4_K_M.gguf"          # Q4_K_M by default
+    assert _resolve_hub("someone/Tiny-GGUF").name == "tiny-Q4_K_M.gguf"          # Q4_K_M by default
     with pytest.raises(HubError, match=r"no GGUF file for Q2_K; its GGUF files: tiny-Q4_K_M\.gguf, tiny-Q8_0\.gguf"):
-        resolve_hub("someone/Tiny-GGUF:Q2_K")
+        _resolve_hub("someone/Tiny-GGUF:Q2_K")
     with pytest.raises(HubError, match=r"HF_HUB_OFFLINE is set and 'someone/Other-GGUF' is not in the hub cache .*hf download someone/Other-GGUF"):
-        resolve_hub("someone/Other-GGUF")
+        _resolve_hub("someone/Other-GGUF")
     assert load_source("someone/Tiny-GGUF:Q8_0") == p
 
 def test_resolve_hub_unreachable(hub_home, tmp_path):
     "A hub that does not answer (a closed local port): the cached file, or an error saying what to download."
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_ETAG_TIMEOUT": "2", "HF_HUB_DOWNLOAD_TIMEOUT": "2"}
     env.pop("HF_HUB_OFFLINE")
-    code = ("import sys; from llmbook.hf import resolve_hub, HubError\n"
-            "print(resolve_hub('someone/Tiny-GGUF:Q8_0'))\n"
-            "try: resolve_hub('someone/Other-GGUF:Q8_0')\nexcept HubError as e: print('HubError:', e)\n")
+    code = ("import sys; from llmbook.hf import _resolve_hub, HubError\n"
+            "print(_resolve_hub('someone/Tiny-GGUF:Q8_0'))\n"
+            "try: _resolve_hub('someone/Other-GGUF:Q8_0')\nexcept HubError as e: print('HubError:', e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     first, second = r.stdout.strip().splitlines()[:2]
@@ -308,13 +308,13 @@ def test_load_source(tmp_path, monkeypatch, tiny_ckpt):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         p = load_source(tiny_ckpt)                                     # a directory: converted into the cache
-    assert p == converted_path(tiny_ckpt) and p.parent == tmp_path / "cache" / "hf" and p.is_file()
+    assert p == _converted_path(tiny_ckpt) and p.parent == tmp_path / "cache" / "hf" and p.is_file()
     mtime = p.stat().st_mtime_ns
     assert load_source(str(tiny_ckpt)) == p and p.stat().st_mtime_ns == mtime      # converted once
-    assert converted_path(tiny_ckpt, "Q8_0") != p
+    assert _converted_path(tiny_ckpt, "Q8_0") != p
     c = tiny_ckpt / "config.json"
     c.write_text(c.read_text() + "\n")                                 # a changed checkpoint: a new key
-    assert converted_path(tiny_ckpt) != p
+    assert _converted_path(tiny_ckpt) != p
     assert load(p).logits([5, 6, 7]).shape == (3, GGUFFile(gguf).tensors["token_embd.weight"].shape[0])
     with pytest.raises(FileNotFoundError, match="no such file or directory"): load_source(tmp_path / "missing.gguf")
 

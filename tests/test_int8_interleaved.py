@@ -6,17 +6,17 @@ import pytest
 from llmbook.tensors import GGMLType
 from llmbook.packed import random_qtensor
 from llmbook.quants import dequantize
-from llmbook.int8 import (BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, repack_q4_k_x8, X8_BYTES,
-                          repack_q6_k_x8, X6_BYTES, repack_q4_0_x8, repack_q5_0_x8, repack_q8_0_x8, repack_mxfp4_x8,
-                          X40_BYTES, X41_BYTES, X50_BYTES, X80_BYTES, repack_q4_1_x8)
+from llmbook.int8 import (BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, _repack_q4_k_x8, _X8_BYTES,
+                          _repack_q6_k_x8, _X6_BYTES, _repack_q4_0_x8, _repack_q5_0_x8, _repack_q8_0_x8, _repack_mxfp4_x8,
+                          _X40_BYTES, _X41_BYTES, _X50_BYTES, _X80_BYTES, _repack_q4_1_x8)
 
 pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="this CPU has no AVX2: the integer kernels cannot run here")
 
 @pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4"])
 @pytest.mark.parametrize("rows,cols,n_tok", [(8, 256, 1), (24, 512, 3), (96, 1024, 9), (64, 2048, 64), (16, 640, 5)])
 def test_interleaved_equals_in_place(kind, rows, cols, n_tok):
-    block, group = {"Q4_K": (256, X8_BYTES), "Q6_K": (256, X6_BYTES), "Q4_0": (32, X40_BYTES), "Q4_1": (32, X41_BYTES), "Q5_0": (32, X50_BYTES),
-                    "Q8_0": (32, X80_BYTES), "MXFP4": (32, X40_BYTES)}[kind]
+    block, group = {"Q4_K": (256, _X8_BYTES), "Q6_K": (256, _X6_BYTES), "Q4_0": (32, _X40_BYTES), "Q4_1": (32, _X41_BYTES), "Q5_0": (32, _X50_BYTES),
+                    "Q8_0": (32, _X80_BYTES), "MXFP4": (32, _X40_BYTES)}[kind]
     if cols % block: pytest.skip(f"{kind} rows are whole blocks of {block}")
     qt = random_qtensor(kind, (rows, cols), rows + cols)
     inter, inplace = block_matrix(qt), BlockMatrix(qt)
@@ -47,7 +47,7 @@ def test_repack_layout_of_one_group():
     "Byte by byte against the layout chapter 13's table gives, from chapter 03's unpacking of the same blocks."
     qt = random_qtensor("Q4_K", (8, 256), 5)
     raw = np.asarray(qt.data).reshape(8, 144)
-    p = np.empty(X8_BYTES, np.uint8); repack_q4_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 144, 256, p)
+    p = np.empty(_X8_BYTES, np.uint8); _repack_q4_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 144, 256, p)
     assert p[1152:1168].tobytes() == raw[:, 0:2].tobytes() and p[1168:1184].tobytes() == raw[:, 2:4].tobytes()
     lev = np.empty((8, 256), np.uint8)
     for k in range(4):
@@ -62,7 +62,7 @@ def test_q6_k_repack_layout_of_one_group():
     "Byte by byte against the layout of chapter 13's Q6_K table, from chapter 03's dequantizer's levels."
     qt = random_qtensor("Q6_K", (8, 256), 6)
     raw = np.asarray(qt.data).reshape(8, 210)
-    p = np.empty(X6_BYTES, np.uint8); repack_q6_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 210, 256, p)
+    p = np.empty(_X6_BYTES, np.uint8); _repack_q6_k_x8(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 210, 256, p)
     np.testing.assert_array_equal(p[1664:1696].view(np.float32), raw[:, 208:210].copy().view(np.float16).ravel().astype(np.float32))
     sc = raw[:, 192:208].view(np.int8)
     W = dequantize(qt).reshape(8, 256)
@@ -81,9 +81,9 @@ def test_q6_k_repack_layout_of_one_group():
 def test_x0_repack_layout_of_one_group(kind):
     """Byte by byte against chapter 13's table: the file's level bytes, 4 per row per vector (nibbles: 4 vectors, Q8_0's
     bytes: 8); d as float32 (MXFP4: 2^(e-128)); Q4_1's m at 128; Q5_0's fifth bits regrouped."""
-    size, at, words, repack, group = {"Q4_0": (18, 2, 4, repack_q4_0_x8, X40_BYTES), "Q4_1": (20, 4, 4, repack_q4_1_x8, X41_BYTES),
-                                      "Q5_0": (22, 6, 4, repack_q5_0_x8, X50_BYTES), "Q8_0": (34, 2, 8, repack_q8_0_x8, X80_BYTES),
-                                      "MXFP4": (17, 1, 4, repack_mxfp4_x8, X40_BYTES)}[kind]
+    size, at, words, repack, group = {"Q4_0": (18, 2, 4, _repack_q4_0_x8, _X40_BYTES), "Q4_1": (20, 4, 4, _repack_q4_1_x8, _X41_BYTES),
+                                      "Q5_0": (22, 6, 4, _repack_q5_0_x8, _X50_BYTES), "Q8_0": (34, 2, 8, _repack_q8_0_x8, _X80_BYTES),
+                                      "MXFP4": (17, 1, 4, _repack_mxfp4_x8, _X40_BYTES)}[kind]
     qt = random_qtensor(kind, (8, 64), 11)
     raw = np.asarray(qt.data).reshape(8, 2, size)
     p, again = np.zeros(2 * group, np.uint8), np.full(2 * group, 255, np.uint8)
@@ -163,16 +163,16 @@ def test_one_matrix_interface_with_the_same_checks():
         np.testing.assert_allclose(m.rows([3, 0]), pack(qt).rows([3, 0]), rtol=0, atol=0)
 
 def test_a_large_matrix_is_repacked_in_slabs_from_the_file(tmp_path):
-    "Over SLAB_ROWS rows of a file map: repacked a slab at a time, each slab's file pages handed back; the same bytes as one repack."
+    "Over _SLAB_ROWS rows of a file map: repacked a slab at a time, each slab's file pages handed back; the same bytes as one repack."
     from llmbook.gguf import GGUFFile, GGUFWriter
-    from llmbook.int8 import SLAB_ROWS, _file_map
-    qt = random_qtensor("Q8_0", (SLAB_ROWS + 64, 64), 21)
+    from llmbook.int8 import _SLAB_ROWS, _file_map
+    qt = random_qtensor("Q8_0", (_SLAB_ROWS + 64, 64), 21)
     w = GGUFWriter(tmp_path / "m.gguf"); w.add_tensor("m", qt); w.write()
     with GGUFFile(tmp_path / "m.gguf") as f:
         q = f.qtensor("m")
         assert _file_map(q.data) is not None and _file_map(np.array(q.data)) is None
         slabs, whole = InterleavedMatrix(q), InterleavedMatrix(qt)
-        one = np.empty_like(slabs.packed); repack_q8_0_x8(whole.w, whole.rows_at, 64, one)   # one call, all rows
+        one = np.empty_like(slabs.packed); _repack_q8_0_x8(whole.w, whole.rows_at, 64, one)   # one call, all rows
         np.testing.assert_array_equal(slabs.packed, one); np.testing.assert_array_equal(whole.packed, one)
         x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
         np.testing.assert_array_equal(slabs.matvec(x), whole.matvec(x))

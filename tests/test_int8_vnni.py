@@ -43,10 +43,10 @@ def test_vnni_products_are_bit_identical_to_avx2():
 ASM = """
 import numpy as np
 from numba import njit
-from llmbook.int8 import block_dot, vzero, vsum
+from llmbook.int8 import block_dot, vzero, vsum, _Q8_0
 @njit                                      # not cached: its assembly is made here, for this process's target
 def one_block(w, xq, xb, dx):
-    return vsum(block_dot(8, vzero(), w, 0, xq, 0, xb, 0, dx, np.float32(0)))    # 8: Q8_0
+    return vsum(block_dot(_Q8_0, vzero(), w, 0, xq, 0, xb, 0, dx, np.float32(0)))
 w, xq, xb = np.zeros(34, np.uint8), np.zeros(32, np.int8), np.zeros(2, np.int16)
 one_block(w, xq, xb, np.float32(1))
 asm = next(iter(one_block.inspect_asm().values()))

@@ -334,9 +334,9 @@ def test_gates():
     g = np.concatenate([rng.standard_normal(2044) * 5, [-500, -90, 90, 500]]).astype(np.float32)
     u = rng.standard_normal(2048).astype(np.float32)
     out = np.empty_like(g)
-    AK.silu_mul(g, u, out)
+    AK._silu_mul(g, u, out)
     np.testing.assert_allclose(out, A.swiglu(g, u), rtol=1e-5, atol=1e-6)
-    AK.gelu_mul(g, u, out)
+    AK._gelu_mul(g, u, out)
     np.testing.assert_allclose(out, A.geglu_tanh(g, u), rtol=1e-5, atol=1e-6)
     stacked = np.concatenate([g.reshape(2, 1024), u.reshape(2, 1024)], axis=1)          # (n, 2*n_ff) of a stacked product
     act = np.empty((2, 1024), np.float32)
@@ -345,7 +345,7 @@ def test_gates():
     AK.geglu_stacked(stacked, act)
     np.testing.assert_allclose(act.reshape(-1), A.geglu_tanh(g, u), rtol=1e-5, atol=1e-6)
     g2, u2, o2 = g.reshape(2, 1024), u.reshape(2, 1024), np.empty((2, 1024), np.float32)   # any shape
-    AK.silu_mul(g2, u2, o2)
+    AK._silu_mul(g2, u2, o2)
     np.testing.assert_allclose(o2.reshape(-1), A.swiglu(g, u), rtol=1e-5, atol=1e-6)
 
 

@@ -23,7 +23,7 @@ def test_f16_halves_the_memory():
 def test_attention_over_f16_bits_is_attention_over_the_rounded_values(pos0, n, window):
     """The kernels widen an f16 cache's bits exactly: the same values as the rounded keys held as float32, to float32
     rounding. Not always the same bits: the two cache types are two compilations of the kernel, and LLVM may vectorize
-    `dots` (fastmath) differently in each (a fresh compile on the AVX-512 EPYC differed by at most 2.6e-7 relative)."""
+    `_dots` (fastmath) differently in each (a fresh compile on the AVX-512 EPYC differed by at most 2.6e-7 relative)."""
     rng = np.random.default_rng(pos0 + n)
     K, V = (rng.standard_normal((2, 3, 700, 64)).astype(np.float16) for _ in "kv")
     q = rng.standard_normal((n, 9, 64)).astype(np.float32)

@@ -8,7 +8,7 @@ import llmbook
 from llmbook.kvcache import KVCache, cache_bytes
 from llmbook.quants import dequantize, quantize
 from llmbook.tensors import GGMLType, QTensor
-from llmbook.attention_kernels import store_q8_0, tiled_attention, kv_storage
+from llmbook.attention_kernels import _store_q8_0, tiled_attention, kv_storage
 
 def test_q8_0_memory_and_shape():
     q8, f32 = (KVCache(4, 2, 1000, 64, windows=[0, 128, 0, 128], cache_type=kv_storage(t)) for t in ("q8_0", "f32"))
@@ -27,7 +27,7 @@ def test_the_kernel_quantizes_as_chapter_03():
     rows[1, :32] = np.r_[127, np.arange(31) - 14.5]           # d = 1: every other value a rounding tie
     rows[2, 32:64] = rows[2, 32:64] * 1e-30                   # tiny values
     out = np.empty((64, 136), np.uint8)
-    for r in range(64): store_q8_0(out[r], rows[r])
+    for r in range(64): _store_q8_0(out[r], rows[r])
     assert np.array_equal(out.reshape(-1), quantize(rows, "Q8_0").data)
 
 @pytest.mark.parametrize("pos0, n, window", [(20, 1, 0), (450, 200, 0), (600, 1, 128), (0, 300, 0), (500, 7, 96)])

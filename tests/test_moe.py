@@ -119,13 +119,15 @@ def test_decode_reads_only_the_chosen_experts(q8_file):
     mw = Model(GGUFFile(q8_file), families=moe.FAMILIES).weights.layers[0].moe
     plan = mw.plan("float")
     x = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
-    want = np.empty_like(x); plan(x, want)
-    chosen = set(plan.one()["top"][0].tolist())
+    buffers = {}                                  # a workspace's (chapter 15): the decode buffers, made at the first call
+    want = np.empty_like(x); plan(x, want, buffers)
+    (b,) = buffers.values()
+    chosen = set(b["top"][0].tolist())
     assert len(chosen) == 4
     assert plan.decode_bytes == plan.router.nbytes + 4 * (plan.nbytes - plan.router.nbytes) // 32
     for e in range(plan.n_expert):
         if e not in chosen: plan.experts[e] = (Refuse(), Refuse())
-    got = np.empty_like(x); plan(x, got)
+    got = np.empty_like(x); plan(x, got, buffers)
     assert np.array_equal(got, want)
 
 def test_prefill_runs_each_chosen_expert_once(q8_file):
@@ -241,7 +243,7 @@ def test_olmoe_layers_and_refusals(fixture_file, tmp_path):
     m = Model(GGUFFile(path), families=moe.FAMILIES)
     assert m.config.rope_neox and m.config.experts.norm is False and m.config.experts.n_ff_exp == 256
     lw = m.weights.layers[0]
-    assert lw.attn_q_norm is None and lw.q_norm_all.shape == (256,) and lw.k_norm_all.shape == (256,)
+    assert lw.attn_q_norm.shape == (256,) and lw.attn_k_norm.shape == (256,)    # n_heads * head_dim: all heads at once
     h = np.random.default_rng(4).standard_normal((3, 256)).astype(np.float32)
     lw.moe.trace = []; lw.moe.forward(h)
     top, w, _ = lw.moe.trace[0]
@@ -291,3 +293,30 @@ def test_yarn_logits_match_llamacpp(fixture_file, wtype, engine):
 def test_yarn_factor_must_stretch(fixture_file, tmp_path):
     bad = rewrite(fixture_file("qwen3_yarn", "F16"), tmp_path / "y.gguf", meta={"qwen3.rope.scaling.factor": 0.5})
     with pytest.raises(UnsupportedModelError, match="YaRN needs rope.scaling.factor > 1"): Model(GGUFFile(bad), families=families.FAMILIES)
+
+# ---------------------------------------------------------------- one forward pass for every family
+@pytest.mark.parametrize("case, wtype", [("olmoe", "Q4_K_M"), ("gptoss", "MXFP4")])
+def test_slots_give_each_request_its_answer_alone(fixture_file, case, wtype):
+    """Four sessions of an OLMoE or a gpt-oss file (whole-row q/k norms; sinks and biased MXFP4 experts) generating at
+    once through the server's batcher (chapter 27), prompts chunked and passes shared: each gets the tokens and
+    logprobs it gets alone. Their extras are data in chapter 07's and chapter 15's one forward pass, so this holds
+    exactly, as for the llama families (tests/test_serve_batching.py)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from llmbook.generate import Session
+    from llmbook.scheduler import SlotPool
+    model = llmbook.load(fixture_file(case, wtype), n_ctx=256, deterministic=True)
+    rng = np.random.default_rng(5)
+    jobs = [(rng.integers(0, model.config.n_vocab, n).tolist(), dict(max_tokens=m, temperature=t, seed=s))
+            for n, m, t, s in [(3, 12, 0.0, 0), (40, 8, 0.8, 1), (17, 10, 1.2, 2), (1, 16, 0.0, 0)]]
+    def run(session, ids, kw):
+        c = session.generate(ids, logprobs=2, ignore_eos=True, **kw)
+        return c.tokens, c.logprobs
+    alone = [run(Session(model, 256), *job) for job in jobs]
+    pool = SlotPool(model, n_slots=4, n_ctx=256, n_batch=16)
+    def in_slot(i):
+        s = pool.slots[i].session
+        try: return run(s, *jobs[i])
+        finally: pool.batcher.leave(s.cache)
+    with ThreadPoolExecutor(4) as ex: together = list(ex.map(in_slot, range(4)))
+    assert together == alone
+    assert max(len(step) for step in pool.batcher.steps) >= 2          # the slots shared passes

@@ -6,8 +6,8 @@ import pytest
 from llmbook.gguf import GGUFFile
 from llmbook.loading import load
 from llmbook.tensors import GGMLType
-from llmbook.quantize import (quantize_model, quantize_plan, file_type, layer_of, llama_cpp_order, use_more_bits,
-                              evaluation_windows, measure, ProgressBar, SAMPLE_TEXT, FILE_TYPES)
+from llmbook.quantize import (quantize_model, quantize_plan, file_type, _layer_of, _llama_cpp_order, _use_more_bits,
+                              evaluation_windows, measure, _ProgressBar, SAMPLE_TEXT, FILE_TYPES)
 from llmbook.testmodels import write_random_chat_model
 
 
@@ -23,21 +23,21 @@ def tiny(tmp_path_factory):
 
 def test_q4_k_m_plan(tiny):
     with GGUFFile(tiny) as f: plan = quantize_plan(f, "Q4_K_M")
-    down = {layer_of(p.name): p.dst.name for p in plan if "ffn_down" in p.name}
-    assert down == {i: "Q6_K" if use_more_bits(i, 8) else "Q4_K" for i in range(8)}
-    assert [i for i in range(8) if use_more_bits(i, 8)] == [0, 3, 6, 7]
+    down = {_layer_of(p.name): p.dst.name for p in plan if "ffn_down" in p.name}
+    assert down == {i: "Q6_K" if _use_more_bits(i, 8) else "Q4_K" for i in range(8)}
+    assert [i for i in range(8) if _use_more_bits(i, 8)] == [0, 3, 6, 7]
     assert {p.dst for p in plan if "attn_q." in p.name} == {GGMLType.Q5_0}          # Q4_K's fallback
     assert {p.dst for p in plan if "attn_v." in p.name} == {GGMLType.Q5_0, GGMLType.Q8_0}   # Q6_K's fallback: Q8_0
     out = next(p for p in plan if p.name == "output.weight")
     assert out.dst == GGMLType.Q8_0 and out.why == "output matrix"
     assert all(not p.converted for p in plan if len(p.shape) == 1)                   # norms stay F32
-    assert [p.name for p in plan] == llama_cpp_order(p.name for p in plan)
+    assert [p.name for p in plan] == _llama_cpp_order(p.name for p in plan)
 
 
 def test_q4_k_s_plan(tiny):
     with GGUFFile(tiny) as f: plan = quantize_plan(f, "Q4_K_S")
-    assert [layer_of(p.name) for p in plan if p.dst.name == "Q5_K" and "ffn_down" in p.name] == [0]
-    assert {layer_of(p.name): p.dst.name for p in plan if "attn_v." in p.name} == \
+    assert [_layer_of(p.name) for p in plan if p.dst.name == "Q5_K" and "ffn_down" in p.name] == [0]
+    assert {_layer_of(p.name): p.dst.name for p in plan if "attn_v." in p.name} == \
         {i: "Q5_1" if i < 4 else "Q5_0" for i in range(8)}                          # Q5_K and Q4_K, fallen back
 
 
@@ -53,7 +53,7 @@ def test_written_files(tiny, tmp_path):
                 assert {k: v for k, v in out.metadata.items() if k not in skip} == \
                        {k: v for k, v in src.metadata.items() if k not in skip}
                 assert list(out.metadata)[-2:] == list(skip)[::-1]                  # moved to the end
-                assert list(out.tensors) == llama_cpp_order(src.tensors)
+                assert list(out.tensors) == _llama_cpp_order(src.tensors)
                 errors[t] = 0.0
                 for p in r.plan:
                     assert out.tensors[p.name].ggml_type == p.dst
@@ -91,7 +91,7 @@ def test_nan_names_the_tensor_and_leaves_nothing(tiny, tmp_path):
 
 def test_progress_bar_in_a_log():
     log = io.StringIO()
-    bar = ProgressBar(1000, "demo", file=log)
+    bar = _ProgressBar(1000, "demo", file=log)
     for done in range(0, 1001, 50): bar.update(done, f"step {done}")
     bar.close()
     assert log.getvalue().count("\n") == 11 and "100%" in log.getvalue()            # a line per tenth

@@ -16,7 +16,7 @@ from gguf import GGMLQuantizationType as GQ
 from llmbook.tensors import GGMLType, GGML_TYPES, QTensor
 from llmbook.gguf import GGUFFile, GGUFWriter
 import llmbook.quants as quants
-from llmbook.quants import dequantize, dequantize_rows, supported_types
+from llmbook.quants import dequantize, dequantize_rows, _supported_types
 from llmbook.quantize import quantize                 # chapter 03's, with chapter 21's K-quants
 
 # Byte offsets of the f16 scale fields in each block: random bytes there could be NaN/inf, so we set them.
@@ -72,7 +72,7 @@ def test_dequantize_q8_k():
 
 
 def test_supported_types_and_errors():
-    assert set(supported_types()) >= {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
+    assert set(_supported_types()) >= {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
                                       "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS", "MXFP4"}
     for name in ["IQ3_S", "IQ2_XXS", "TQ2_0", "IQ1_S", "I32"]:
         info = GGML_TYPES[GGMLType[name]]
@@ -93,14 +93,14 @@ def test_block_layouts_have_ggmls_sizes():
 
 
 def test_bit_packing_round_trips():
-    "pack_bits inverts unpack_bits for every (bits, group) the types use; pack_scales_k4 inverts unpack_scales_k4."
+    "pack_bits inverts unpack_bits for every (bits, group) the types use; _pack_scales_k4 inverts unpack_scales_k4."
     rng = np.random.default_rng(0)
     r = rng.integers(0, 256, (5, 64), dtype=np.uint8)
     for bits, group in [(1, 32), (2, 32), (4, 16), (4, 32), (4, 64), (2, 4), (4, 8), (4, 1)]:
         np.testing.assert_array_equal(quants.pack_bits(quants.unpack_bits(r, bits, group), bits, group), r)
     sc, mn = rng.integers(0, 64, (100, 8), dtype=np.uint8), rng.integers(0, 64, (100, 8), dtype=np.uint8)
-    from llmbook.quantize import pack_scales_k4                        # chapter 21's: the K-quant quantizer packs them
-    sc2, mn2 = quants.unpack_scales_k4(pack_scales_k4(sc, mn))
+    from llmbook.quantize import _pack_scales_k4                        # chapter 21's: the K-quant quantizer packs them
+    sc2, mn2 = quants.unpack_scales_k4(_pack_scales_k4(sc, mn))
     np.testing.assert_array_equal(sc, sc2)
     np.testing.assert_array_equal(mn, mn2)
 
@@ -195,7 +195,7 @@ def test_quantize_in_chunks(monkeypatch):
     "Chunking big tensors must not change a byte."
     x = np.random.default_rng(2).standard_normal((8, 2048)).astype(np.float32)
     whole = {n: quantize(x, n).data.copy() for n in ["Q2_K", "Q3_K", "Q4_K", "Q6_K", "Q8_0"]}
-    monkeypatch.setattr(quants, "QUANTIZE_CHUNK_VALUES", 600)     # 2 super-blocks, 18 classic blocks
+    monkeypatch.setattr(quants, "_QUANTIZE_CHUNK_VALUES", 600)     # 2 super-blocks, 18 classic blocks
     for n, data in whole.items():
         np.testing.assert_array_equal(quantize(x, n).data, data)
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from sampling_cases import case_logits
-from llmbook.sampling import (Sampler, SamplerSettings, apply_penalties, apply_temperature, draw, filter_candidates,
-                              keep_min_p, keep_top_k, keep_top_p, mt19937_state, recent_tokens, seeded_generator,
-                              uniform01)
+from llmbook.sampling import (Sampler, SamplerSettings, _apply_penalties, _apply_temperature, _draw, filter_candidates,
+                              _keep_min_p, _keep_top_k, _keep_top_p, _mt19937_state, _recent_tokens, _seeded_generator,
+                              _uniform01)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sampling.json"
 
@@ -56,13 +56,13 @@ def test_fixtures_cover_every_stage():
 
 def test_mt19937_matches_the_cpp_standard():
     # [rand.predef]: the 10000th invocation of a default-constructed std::mt19937 (seed 5489) yields 4123659995
-    assert seeded_generator(5489).bit_generator.random_raw(10_000)[-1] == 4123659995
+    assert _seeded_generator(5489).bit_generator.random_raw(10_000)[-1] == 4123659995
     # numpy's legacy RandomState seeds MT19937 with the same recurrence
-    assert np.array_equal(mt19937_state(12345), np.random.RandomState(12345).get_state()[1])
+    assert np.array_equal(_mt19937_state(12345), np.random.RandomState(12345).get_state()[1])
 
 def test_uniform01_is_uniform():
-    g = seeded_generator(2024)
-    u = np.array([uniform01(g) for _ in range(50_000)])
+    g = _seeded_generator(2024)
+    u = np.array([_uniform01(g) for _ in range(50_000)])
     assert u.min() >= 0 and u.max() < 1
     assert abs(u.mean() - 0.5) < 4 * math.sqrt(1 / 12 / len(u))
     hist = np.bincount((u * 20).astype(int), minlength=20)
@@ -79,7 +79,7 @@ def test_top_k_is_the_k_best_sorted():
     rng = np.random.default_rng(1)
     for _ in range(200):
         n = int(rng.integers(1, 3000)); x = _random_logits(rng, n); k = int(rng.integers(0, n + 5))
-        ids, l = keep_top_k(np.arange(n), x, k)
+        ids, l = _keep_top_k(np.arange(n), x, k)
         want = n if k <= 0 else min(k, n)
         assert len(ids) == want and np.array_equal(x[ids], l) and len(set(ids.tolist())) == want
         assert np.array_equal(l, np.sort(x)[::-1][:want])
@@ -101,7 +101,7 @@ def test_top_p_is_the_minimal_nucleus():
         p = float(rng.choice([0.05, 0.3, 0.7, 0.9, 0.95, 0.99, 0.999]))
         min_keep = int(rng.choice([0, 1, 3, 300]))
         if trial % 3 == 0: x = np.sort(x)[::-1].copy()             # already sorted input
-        ids, l = keep_top_p(np.arange(n), x, p, min_keep)
+        ids, l = _keep_top_p(np.arange(n), x, p, min_keep)
         assert np.all(np.diff(l) <= 0) and np.array_equal(x[ids], l)
         assert np.array_equal(l, np.sort(x)[::-1][:len(l)])        # a prefix of the sorted candidates
         want = _brute_nucleus(x, p, min_keep)
@@ -110,11 +110,11 @@ def test_top_p_is_the_minimal_nucleus():
 
 def test_top_p_large_flat_vocabulary_needs_more_than_256():
     x = np.random.default_rng(3).standard_normal(100_000).astype(np.float32) * 0.5    # flat: huge nucleus
-    ids, l = keep_top_p(np.arange(len(x)), x, 0.9)
+    ids, l = _keep_top_p(np.arange(len(x)), x, 0.9)
     csum = np.cumsum(np.sort(softmax(x).astype(np.float64))[::-1])
     assert len(ids) > 50_000 and csum[len(ids) - 1] >= 0.9 - 1e-3 and csum[len(ids) - 2] < 0.9 + 1e-3
     assert np.array_equal(l, np.sort(x)[::-1][:len(ids)])
-    ids, _ = keep_top_p(np.arange(len(x)), x * 40, 0.01, min_keep=1000)  # peaked, but min_keep asks for 1000
+    ids, _ = _keep_top_p(np.arange(len(x)), x * 40, 0.01, min_keep=1000)  # peaked, but min_keep asks for 1000
     assert len(ids) == 1000
 
 def test_min_p_threshold_and_order():
@@ -122,7 +122,7 @@ def test_min_p_threshold_and_order():
     for _ in range(300):
         n = int(rng.integers(1, 5000)); x = _random_logits(rng, n)
         m = float(rng.choice([0.0, 0.01, 0.05, 0.1, 0.5, 0.9, 1.0])); min_keep = int(rng.choice([1, 2, 50]))
-        ids, l = keep_min_p(np.arange(n), x, m, min_keep)
+        ids, l = _keep_min_p(np.arange(n), x, m, min_keep)
         if m == 0: assert len(ids) == n; continue
         pr = softmax(x).astype(np.float64)
         passing = np.flatnonzero(pr >= m * pr.max() * (1 + 1e-5))
@@ -151,24 +151,24 @@ def test_penalties_against_reference():
         history = rng.integers(0, n, int(rng.integers(0, 100))).tolist()
         last_n = int(rng.choice([-1, 1, 8, 64, 1000]))
         r, f, q = float(rng.uniform(0.5, 2)), float(rng.uniform(-1, 1)), float(rng.uniform(-1, 1))
-        got = apply_penalties(x, recent_tokens(history, last_n, n), r, f, q)
+        got = _apply_penalties(x, _recent_tokens(history, last_n, n), r, f, q)
         np.testing.assert_allclose(got, _penalize_reference(x, history, last_n, r, f, q), rtol=1e-6, atol=1e-6)
 
 def test_temperature_and_softmax():
     x = np.float32([3.0, 1.0, -2.0, -np.inf])
-    assert np.allclose(apply_temperature(x, 2.0)[:3], [1.5, 0.5, -1.0])
+    assert np.allclose(_apply_temperature(x, 2.0)[:3], [1.5, 0.5, -1.0])
     p = softmax(x); assert p[3] == 0 and abs(p.sum() - 1) < 1e-6
     for t in [0.25, 0.5, 2.0]:                    # p_T(i) is proportional to p(i) ** (1/T)
         want = softmax(x)[:3].astype(np.float64) ** (1 / t)
-        np.testing.assert_allclose(softmax(apply_temperature(x, t))[:3], want / want.sum(), rtol=1e-5)
+        np.testing.assert_allclose(softmax(_apply_temperature(x, t))[:3], want / want.sum(), rtol=1e-5)
 
 def test_draw_walks_the_cumulative_distribution():
     x = np.log(np.float32([0.1, 0.2, 0.3, 0.4]))
     edges = [0.1, 0.3, 0.6, 1.0]
     for u in np.linspace(0, 0.999, 200):
-        i, probs = draw(x, float(u))
+        i, probs = _draw(x, float(u))
         assert i == int(np.searchsorted(edges, u + 1e-9)) or min(abs(u - e) for e in edges) < 1e-6
-    assert draw(np.float32([5.0]), 0.99)[0] == 0
+    assert _draw(np.float32([5.0]), 0.99)[0] == 0
 
 
 # --- the sampler: statistics, determinism, greedy, errors -----------------------------------------------
@@ -221,7 +221,7 @@ def test_greedy_is_argmax_after_penalties():
         x = _random_logits(rng, 3000); hist = rng.integers(0, 3000, 50).tolist()
         s = dict(repeat_penalty=1.3, presence_penalty=0.5, penalty_last_n=32)
         got = Sampler(temperature=0, **s).sample(x, hist)
-        assert got == int(np.argmax(apply_penalties(x, hist[-32:], 1.3, 0.0, 0.5)))
+        assert got == int(np.argmax(_apply_penalties(x, hist[-32:], 1.3, 0.0, 0.5)))
         # the filters always keep that token: it is the best candidate of the non-greedy chain too
         ids, l = filter_candidates(x, hist, SamplerSettings(temperature=1.0, **s))
         assert ids[np.argmax(l)] == got
@@ -234,12 +234,12 @@ def test_chain_is_the_stages_in_order():
         s = SamplerSettings(repeat_penalty=1.3, frequency_penalty=0.1, top_k=int(rng.integers(0, 60)), top_p=0.95,
                             min_p=0.05, temperature=0.7, logit_bias={0: -math.inf, 1: 2.0})
         y = x.copy(); y[0] = -np.inf; y[1] += np.float32(2.0)
-        y = apply_penalties(y, hist[-s.penalty_last_n:], 1.3, 0.1)
-        i, y = keep_top_k(np.arange(n), y, s.top_k) if s.top_k else (np.arange(n), y)
-        i, y = keep_top_p(i, y, 0.95)
-        i, y = keep_min_p(i, y, 0.05)
+        y = _apply_penalties(y, hist[-s.penalty_last_n:], 1.3, 0.1)
+        i, y = _keep_top_k(np.arange(n), y, s.top_k) if s.top_k else (np.arange(n), y)
+        i, y = _keep_top_p(i, y, 0.95)
+        i, y = _keep_min_p(i, y, 0.05)
         ids, l = filter_candidates(x, hist, s)
-        assert np.array_equal(ids, i) and np.array_equal(l, apply_temperature(y, 0.7))
+        assert np.array_equal(ids, i) and np.array_equal(l, _apply_temperature(y, 0.7))
 
 def test_large_vocabulary_defaults():
     "Gemma-sized vocabulary: the default chain leaves at most top_k candidates, all from the best 40 logits."
@@ -277,28 +277,28 @@ def test_bad_inputs_raise_value_error():
 def test_hand_made_cases():
     "Chapter 09's small worked examples: the penalties' sign rule, top-p's minimal nucleus, min-p's bar, the draw."
     x = np.float32([2.0, -2.0, 0.0, 1.0])
-    assert np.allclose(apply_penalties(x, [0, 1, 2, 0], repeat_penalty=2.0), [1.0, -4.0, 0.0, 1.0])
+    assert np.allclose(_apply_penalties(x, [0, 1, 2, 0], repeat_penalty=2.0), [1.0, -4.0, 0.0, 1.0])
     assert np.allclose(x, [2.0, -2.0, 0.0, 1.0])                                   # the input is not modified
-    assert np.allclose(apply_penalties(x, [0, 1, 2, 0], frequency_penalty=0.5, presence_penalty=0.25),
+    assert np.allclose(_apply_penalties(x, [0, 1, 2, 0], frequency_penalty=0.5, presence_penalty=0.25),
                        [2 - 2 * 0.5 - 0.25, -2 - 0.5 - 0.25, 0 - 0.5 - 0.25, 1.0])
-    assert np.array_equal(apply_penalties(x, []), x)
+    assert np.array_equal(_apply_penalties(x, []), x)
     q = np.log(np.float32([0.05, 0.5, 0.15, 0.3]))                                 # unsorted on purpose
     for p, n in [(0.4, 1), (0.49, 1), (0.51, 2), (0.79, 2), (0.81, 3), (0.94, 3), (0.96, 4), (1.0, 4)]:
-        ids, _ = keep_top_p(np.arange(4), q, p)
+        ids, _ = _keep_top_p(np.arange(4), q, p)
         assert len(ids) == n, (p, len(ids))
         if p < 1: assert list(ids) == [1, 3, 2, 0][:n]
-    assert len(keep_top_p(np.arange(4), q, 0.4, min_keep=3)[0]) == 3
+    assert len(_keep_top_p(np.arange(4), q, 0.4, min_keep=3)[0]) == 3
     q = np.log(np.float32([0.1, 0.4, 0.2, 0.3]))
-    assert list(keep_min_p(np.arange(4), q, 0.5)[0]) == [1, 2, 3]                  # current order kept
-    assert list(keep_min_p(np.arange(4), q, 0.9)[0]) == [1]
-    assert list(keep_min_p(np.arange(4), q, 0.9, min_keep=2)[0]) == [1, 3]
-    assert len(keep_min_p(np.arange(4), q, 0.0)[0]) == 4
+    assert list(_keep_min_p(np.arange(4), q, 0.5)[0]) == [1, 2, 3]                  # current order kept
+    assert list(_keep_min_p(np.arange(4), q, 0.9)[0]) == [1]
+    assert list(_keep_min_p(np.arange(4), q, 0.9, min_keep=2)[0]) == [1, 3]
+    assert len(_keep_min_p(np.arange(4), q, 0.0)[0]) == 4
     q = np.log(np.float32([0.5, 0.3, 0.2]))
-    assert [draw(q, u)[0] for u in [0.0, 0.49, 0.51, 0.79, 0.81, 0.999]] == [0, 0, 1, 1, 2, 2]
-    assert recent_tokens([1, 2, 3], 8, 10).tolist() == [1, 2, 3]
-    assert recent_tokens(list(range(10)), 4, 10).tolist() == [6, 7, 8, 9]
-    assert recent_tokens(np.arange(10), -1, 10).tolist() == list(range(10))
-    assert recent_tokens(list(range(10)), 0, 10).tolist() == []
+    assert [_draw(q, u)[0] for u in [0.0, 0.49, 0.51, 0.79, 0.81, 0.999]] == [0, 0, 1, 1, 2, 2]
+    assert _recent_tokens([1, 2, 3], 8, 10).tolist() == [1, 2, 3]
+    assert _recent_tokens(list(range(10)), 4, 10).tolist() == [6, 7, 8, 9]
+    assert _recent_tokens(np.arange(10), -1, 10).tolist() == list(range(10))
+    assert _recent_tokens(list(range(10)), 0, 10).tolist() == []
     x = np.float32(np.linspace(3, -3, 30))
     ids, l = filter_candidates(x, [], SamplerSettings(top_k=0, top_p=1.0, min_p=0.0, temperature=1.0))
     assert np.array_equal(ids, np.arange(30)) and np.array_equal(l, x)            # every filter off: all, in id order

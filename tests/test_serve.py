@@ -320,7 +320,7 @@ def test_a_stream_collected_after_its_server_stopped_says_nothing():
     """A streamed answer's generator can be collected (from a cycle) after its server's event loop closed; its slot is
     then not handed back, quietly: no 'Event loop is closed' into stderr (seen on chapter 27's page)."""
     import asyncio, gc, weakref
-    from llmbook.serve import call_on_loop
+    from llmbook.serve import _call_on_loop as call_on_loop
     ran, raised = [], []
     loop = asyncio.new_event_loop()
     call_on_loop(loop, lambda: ran.append("open"))

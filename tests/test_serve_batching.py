@@ -10,6 +10,7 @@ import pytest
 
 import llmbook as lb
 from llmbook.generate import Session
+from llmbook.scheduler import Cancelled, SlotPool
 from conftest import serve_process
 
 
@@ -62,7 +63,7 @@ def generate(session, prompt, kw):
 
 
 def test_batched_sessions_give_each_answer_alone(model):
-    pool = lb.serve.SlotPool(model, n_slots=4, n_ctx=512, n_batch=16)
+    pool = SlotPool(model, n_slots=4, n_ctx=512, n_batch=16)
     alone = [generate(Session(model, 512), p, kw) for p, kw in JOBS]
     def in_slot(i):
         s = pool.slots[i].session
@@ -79,11 +80,11 @@ def test_batched_sessions_give_each_answer_alone(model):
 
 
 def test_a_cancelled_prompt_stops_between_chunks(model):
-    pool = lb.serve.SlotPool(model, n_slots=1, n_ctx=512, n_batch=8)
+    pool = SlotPool(model, n_slots=1, n_ctx=512, n_batch=8)
     shared, cache = pool.slots[0].session.model, pool.slots[0].session.cache
     cancel = threading.Event(); cancel.set()
     pool.batcher.local.cancel = cancel
-    with pytest.raises(lb.serve.Cancelled): shared.forward(list(range(100, 160)), cache, n_out=1)
+    with pytest.raises(Cancelled): shared.forward(list(range(100, 160)), cache, n_out=1)
     assert cache.pos < 60
     pool.batcher.local.cancel = None                            # and the batcher still serves
     cache.rewind(0)
@@ -91,7 +92,7 @@ def test_a_cancelled_prompt_stops_between_chunks(model):
 
 
 def test_refusals_stay_in_the_caller_s_thread(model):
-    pool = lb.serve.SlotPool(model, n_slots=1, n_ctx=16, n_batch=8)
+    pool = SlotPool(model, n_slots=1, n_ctx=16, n_batch=8)
     shared, cache = pool.slots[0].session.model, pool.slots[0].session.cache
     with pytest.raises(Exception, match="16|room|context"): shared.forward(list(range(20)), cache)   # checked before the batcher
     with pytest.raises(ValueError, match="out of range"): shared.forward([10 ** 9], cache)

@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 import pytest
 import llmbook
-from llmbook.moe import HarmonyReader, harmony_messages, harmony_split
-from llmbook.serve import ToolPlan, chat_message, parse_tool_calls, tool_format, tool_grammar
+from llmbook.moe import _HarmonyReader, harmony_messages, harmony_split
+from llmbook.serve import chat_message
+from llmbook.toolcalls import ToolPlan, parse_tool_calls, tool_format, tool_grammar
 
 TEMPLATE = (Path(__file__).parent / "fixtures" / "gpt-oss.jinja").read_text()
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather now in a city",
@@ -112,7 +113,7 @@ def test_reader_streams_no_call_as_content(tmp_path):
     tok, _ = marker_tokenizer(tmp_path)
     for reply in [THINK + '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}<|call|>',
                   ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Oslo"}<|call|>']:
-        reader = HarmonyReader(tok)
+        reader = _HarmonyReader(tok)
         pieces = [p for t in tok.encode(reply, add_special=False, parse_special=True) for p in reader.feed(t)] + reader.finish()
         assert [k for k, _ in pieces if k == "content"] == [], pieces
         assert "".join(t for _, t in pieces) == harmony_split(reply)["reasoning_content"]

@@ -10,7 +10,8 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
 from conftest import serve_process
 import llmbook as lb
-from llmbook.serve import ToolPlan, parse_tool_calls, tool_grammar, tool_format, answer_schema, embed
+from llmbook.serve import embed
+from llmbook.toolcalls import ToolPlan, parse_tool_calls, tool_grammar, tool_format, answer_schema
 
 KEY, N_CTX = "env-key-27", 512
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -5,10 +5,10 @@ import random, re
 import numpy as np
 import pytest
 
-from llmbook.tokenizer import (BYTE_TO_UNICODE, NOT_A_TOKEN, UNICODE_TO_BYTE, StreamDecoder, Tokenizer, TokenizerError,
-                               bpe_merge, bytes_to_symbols, merge_table, pre_tokenize, split_special,
+from llmbook.tokenizer import (BYTE_TO_UNICODE, _NOT_A_TOKEN, _UNICODE_TO_BYTE, StreamDecoder, Tokenizer, TokenizerError,
+                               _bpe_merge, _bytes_to_symbols, merge_table, pre_tokenize, split_special,
                                spm_merge, spm_ids, unicode_classes, _clean_spaces, _last_safe_cut)
-from llmbook.tokenizer_extras import (PRE_TOKENIZERS, sentencepiece_model, sentencepiece_processor, _piece_entry,
+from llmbook.tokenizer_extras import (PRE_TOKENIZERS, sentencepiece_model, _sentencepiece_processor, _piece_entry,
                                       _piece_entries, _float32_scores)
 
 TOY_TEXT = ("The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs over the hills "
@@ -27,7 +27,7 @@ def bpe_simple(symbols, ranks):
 
 
 def train_bpe(text, n_merges):
-    words = [list(bytes_to_symbols(w.encode())) for w in re.findall(r" ?\w+| ?[^\w\s]+|\s+", text)]
+    words = [list(_bytes_to_symbols(w.encode())) for w in re.findall(r" ?\w+| ?[^\w\s]+|\s+", text)]
     merges = []
     for _ in range(n_merges):
         counts = {}
@@ -54,7 +54,7 @@ def toy_metadata(pre="gpt-2"):
 def toy_spm_vocab():
     pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     types, scores, seen = [2, 3, 3] + [6] * 256, [0.0] * 259, set(pieces)
-    def unescape(s): return bytes(UNICODE_TO_BYTE[c] for c in s).decode("utf-8", "replace").replace(" ", "▁")
+    def unescape(s): return bytes(_UNICODE_TO_BYTE[c] for c in s).decode("utf-8", "replace").replace(" ", "▁")
     for rank, (a, b) in enumerate(rule.split(" ") for rule in TOY_MERGES):
         for p in (unescape(a), unescape(b), unescape(a + b)):
             if p not in seen and "\ufffd" not in p:
@@ -63,8 +63,8 @@ def toy_spm_vocab():
 
 
 def test_byte_alphabet():
-    assert bytes_to_symbols(b" ") == "Ġ" and bytes_to_symbols(b"\n") == "Ċ"
-    assert bytes(UNICODE_TO_BYTE[c] for c in bytes_to_symbols(bytes(range(256)))) == bytes(range(256))
+    assert _bytes_to_symbols(b" ") == "Ġ" and _bytes_to_symbols(b"\n") == "Ċ"
+    assert bytes(_UNICODE_TO_BYTE[c] for c in _bytes_to_symbols(bytes(range(256)))) == bytes(range(256))
 
 
 def test_unicode_classes_kept_on_disk(tmp_path, monkeypatch):
@@ -78,10 +78,10 @@ def test_unicode_classes_kept_on_disk(tmp_path, monkeypatch):
     for bad in ("{", "[]", '{"L": "a"}', json.dumps({**walked, "L": 1})):
         path.write_text(bad); assert X._read_classes(path) is None
     monkeypatch.setattr(X, "_classes_file", lambda: path)
-    assert X.unicode_classes_on_disk() == walked and X._read_classes(path) == walked   # the bad file was rewritten
+    assert X._unicode_classes_on_disk() == walked and X._read_classes(path) == walked   # the bad file was rewritten
     (tmp_path / "a_file").write_text("")                                               # a directory we cannot make
     monkeypatch.setattr(X, "_classes_file", lambda: tmp_path / "a_file" / "classes.json")
-    assert X.unicode_classes_on_disk() == walked                                       # walked, nothing kept
+    assert X._unicode_classes_on_disk() == walked                                       # walked, nothing kept
     # a process makes its classes once, with the maker of the first vocabulary that needs them: EXTRAS' reads the file
     monkeypatch.setattr(X, "_classes_file", lambda: path)
     monkeypatch.setattr(T, "walk_unicode_classes", lambda: pytest.fail("walked although the file was there"))
@@ -129,18 +129,18 @@ def test_split_special_takes_whitespace_where_asked():
 
 
 def test_heap_merge_equals_rescanning():
-    "Chapter 08's heap (`bpe_merge`) gives the rescanning loop's pieces, and the ids of those pieces, on random words."
+    "Chapter 08's heap (`_bpe_merge`) gives the rescanning loop's pieces, and the ids of those pieces, on random words."
     token_id = {t: i for i, t in enumerate(BYTE_TO_UNICODE + [rule.replace(" ", "") for rule in TOY_MERGES])}
     table, ranks = merge_table(TOY_MERGES, token_id), {rule: i for i, rule in enumerate(TOY_MERGES)}
-    assert {r: (v >> 32, v & NOT_A_TOKEN) for r, v in list(table.items())[:3]} == {
+    assert {r: (v >> 32, v & _NOT_A_TOKEN) for r, v in list(table.items())[:3]} == {
         r: (i, token_id[r.replace(" ", "")]) for i, r in enumerate(TOY_MERGES[:3])}
     rng, alphabet = random.Random(0), list("the quick brown fox") + ["é", "\n", "1"]
     for _ in range(300):
-        w = bytes_to_symbols("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))).encode())
-        texts, ids = bpe_merge(list(w), [token_id[c] for c in w], table)
+        w = _bytes_to_symbols("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))).encode())
+        texts, ids = _bpe_merge(list(w), [token_id[c] for c in w], table)
         assert texts == bpe_simple(list(w), ranks) and ids == [token_id[t] for t in texts], w
-    w = bytes_to_symbols(b" the lazy fox" * 150)                                   # one long word
-    assert bpe_merge(list(w), [token_id[c] for c in w], table)[0] == bpe_simple(w, ranks)
+    w = _bytes_to_symbols(b" the lazy fox" * 150)                                   # one long word
+    assert _bpe_merge(list(w), [token_id[c] for c in w], table)[0] == bpe_simple(w, ranks)
 
 
 def spm_simple(text, token_id, scores):
@@ -254,7 +254,7 @@ def test_plain_python_sentencepiece_equals_the_library():
     tokens, scores, types = toy_spm_vocab()
     token_id = {t: i for i, t in enumerate(tokens)}
     byte_ids = [token_id[f"<0x{b:02X}>"] for b in range(256)]
-    sp = sentencepiece_processor(tokens, scores, types, unk_id=0)
+    sp = _sentencepiece_processor(tokens, scores, types, unk_id=0)
     rng, alphabet = random.Random(0), list("the quick brown fox") + ["é", "\n", "1"]
     for s in ["the lazy fox", " over the hills", "héllo wörld ✅"] + [
             "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(300)]:

@@ -1,6 +1,7 @@
 """What the book measures itself by (issue 35): per part and chapter, in the sidebar's reading order,
 
-- code lines: non-blank lines of the displayed code cells (a cell marked `#| hide` is not displayed);
+- code lines: non-blank lines of the displayed code cells, `#|` directive lines included (the issue's count; a
+  cell marked `#| hide` is not displayed);
 - cells over 40 lines: displayed code cells longer than a reader holds at once;
 - the code lines a reader passes before the one-page engine (index included);
 - prose figures not in outputs: numbers with a unit (tok/s, GB/s, ms, MB, 1.5x ...) in a page's prose that no
@@ -45,7 +46,7 @@ def displayed_code(name: str) -> list:
             and not re.match(r"\s*#\|\s*hide\b", source(c))]
 
 def code_lines(src: str) -> int:
-    return sum(1 for l in src.splitlines() if l.strip() and not re.match(r"\s*#\|", l))
+    return sum(1 for l in src.splitlines() if l.strip())
 
 def output_text(name: str) -> str:
     "Everything the page's code cells printed or returned as text."
@@ -64,19 +65,15 @@ def prose(name: str) -> str:
     text = re.sub(r"`[^`]*`", " ", text)
     return re.sub(r"\]\([^)]*\)", "]", text)
 
-def _numbers(text: str) -> set:
-    "Every number in `text`, as written and without thousands separators."
-    return {n.replace(",", "") for n in re.findall(r"\d+(?:[.,]\d+)*", text)} | set(re.findall(r"\d+(?:\.\d+)?", text))
+def _number(text: str) -> str:
+    "A figure's number as a key: no thousands separators, no trailing zeros after the point."
+    n = text.replace(",", "")
+    return n.rstrip("0").rstrip(".") if "." in n else n
 
 def prose_figures_not_in_outputs(name: str) -> list:
-    "The figures with a unit in the page's prose whose number no output of the page prints."
-    printed = _numbers(output_text(name))
-    missing = []
-    for m in FIGURE.finditer(prose(name)):
-        num = m.group(1).replace(",", "")
-        if num not in printed and num.rstrip("0").rstrip(".") not in printed:
-            missing.append(m.group(0))
-    return missing
+    "The figures with a unit in the page's prose whose number no output of the page prints with a unit."
+    printed = {_number(m.group(1)) for m in FIGURE.finditer(output_text(name))}
+    return [m.group(0) for m in FIGURE.finditer(prose(name)) if _number(m.group(1)) not in printed]
 
 def stats() -> list:
     "One row per notebook: part, name, code lines, cells over LONG_CELL lines, missing prose figures."
