@@ -75,6 +75,9 @@ def from_gguf(cls: ModelConfig, f: GGUFFile, families=()) -> ModelConfig:
     "Read the configuration of the model in GGUF file `f` (an open `GGUFFile`); `families`: see `family_of`."
     md, arch, name = f.metadata, f.metadata.get("general.architecture"), Path(f.path).name
     family, scalings = family_of(f, families), scalings_of(f, families)
+    if family is None and not families and (md.get(f"{arch}.expert_count") or any("_exps." in t for t in f.tensors)):
+        raise UnsupportedModelError(f"{name}: a mixture-of-experts {arch} model, and this Model was given no family that "
+                                    "runs one: open it with llmbook's load(path), or pass families=llmbook.moe.FAMILIES")
     if arch not in SUPPORTED_ARCHS and family is None:
         runs = ", ".join(dict.fromkeys(SUPPORTED_ARCHS + tuple(fam.arch for fam in families if fam.arch)))
         raise UnsupportedModelError(f"{name}: architecture {arch!r} is not supported; llmbook runs {runs}"
@@ -194,8 +197,7 @@ def layer_matrices(f: GGUFFile, p: str, c: ModelConfig, ffn: bool = True) -> tup
     if not ffn: shapes = {k: v for k, v in shapes.items() if not k.startswith("ffn_")}
     missing = [x for x in shapes if p + x + ".weight" not in f.tensors]
     if missing:
-        hint = (" (a mixture of experts: open it with llmbook's load(path), or pass families=llmbook.moe.FAMILIES)"
-                if p + "ffn_gate_inp.weight" in f.tensors else "")
+        hint = " (a mixture-of-experts model?)" if p + "ffn_gate_inp.weight" in f.tensors else ""
         raise UnsupportedModelError(f"{Path(f.path).name}: layer {p[4:-1]} lacks {', '.join(missing)}{hint}")
     mats, biases = {x: _matrix(f, p + x + ".weight", shape) for x, shape in shapes.items()}, {}
     for x, shape in shapes.items():
