@@ -21,7 +21,7 @@ ONE_PAGE = "one_page"          # the one-page engine's notebook, after its part 
 LONG_CELL = 40
 
 # A figure: a number and a unit of speed, size, time or ratio. "1.5x" and "1.5×" are ratios; "2 x 3" is not.
-UNIT = r"(?:tok/s|tokens/s|GB/s|MB/s|M/s|GiB|MiB|GB|MB|KB|kB|ms|µs|us|(?:x|×)(?!\s*\d))"
+UNIT = r"(?:tok/s|tokens/s|GB/s|MB/s|M/s|GiB|MiB|KiB|GB|MB|KB|kB|ms|µs|us|(?:x|×)(?!\s*\d))"
 FIGURE = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)*)\s?" + UNIT + r"(?![\w/])")
 
 def sidebar() -> list:
