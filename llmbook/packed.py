@@ -61,9 +61,10 @@ def _rows_of(field: np.ndarray, n_rows: int) -> np.ndarray:
     return np.ascontiguousarray(field.reshape(n_rows, -1))
 
 def _pack_q4_1(raw: np.ndarray, n_rows: int):
-    "Q4_1 blocks -> ('q4', (d, m, qs)): weight = d*q + m, d and m as f16 bits, nibbles as stored (byte j: weights j and j+16)."
+    """Q4_1 blocks -> ('q4', (d, m, qs, hb)): weight = d*q + m, d and m as f16 bits, nibbles as stored (byte j: weights j
+    and j+16); `hb`, the fifth bits of the 5-bit types that share this layout (below), is None."""
     b = raw.view(BLOCK_Q4_1)
-    return "q4", (_f16_columns(b["d"], n_rows), _f16_columns(b["m"], n_rows), _rows_of(b["qs"], n_rows))
+    return "q4", (_f16_columns(b["d"], n_rows), _f16_columns(b["m"], n_rows), _rows_of(b["qs"], n_rows), None)
 
 @njit(cache=True, fastmath=True)
 def _block_sums(x, block: int):
@@ -112,7 +113,7 @@ def _prefetch(typingctx, arr, i, j):
     return types.void(arr, i, j), codegen
 
 _PREFETCH_ROWS = 16            # how far ahead to ask: 16 rows, a few KB, enough to cover memory latency
-_F8X, _F16X, _F32X = np.float32(8), np.float32(16), np.float32(32)   # float32 constants (why: see the q5 kernel below)
+_F8X, _F16X, _F32X = np.float32(8), np.float32(16), np.float32(32)   # float32 constants (why: see the 5-bit kernels below)
 
 @njit(fastmath=True, inline="always")
 def _prefetch_row(a, r):
@@ -124,36 +125,54 @@ def _prefetch_rows(a, r, last):
     "Request rows r..r+3 of the 2-D `a` (the last row repeated past the end)."
     for i in range(4): _prefetch_row(a, min(r + i, last))
 
-@njit(fastmath=True, inline="always")
 def _scale_offset(d, m, r, b, centre):
     "Scale and offset of block b of row r from their f16 bits; a format without offsets (m is None) has m = -centre*d."
-    db = f16_to_f32(d[r, b])
-    return db, (f16_to_f32(m[r, b]) if m is not None else -centre * db)
+    raise NotImplementedError("compiled into numba kernels by the overload below")
+
+@overload(_scale_offset, inline="always")
+def _scale_offset_of(d, m, r, b, centre):
+    "By the type of `m`, while numba compiles: None, or an element of a tuple that is None, has no offsets to read."
+    if isinstance(m, types.NoneType): return lambda d, m, r, b, centre: (f16_to_f32(d[r, b]), -centre * f16_to_f32(d[r, b]))
+    return lambda d, m, r, b, centre: (f16_to_f32(d[r, b]), f16_to_f32(m[r, b]))
+
+def _levels(q, hb, g, k, i):
+    """The two levels (weights k and k+16 of a block) in nibble byte `q` of row i (0..3) of group g; `hb` holds the
+    fifth bits of the 5-bit types (below) and is None for the 4-bit ones."""
+    raise NotImplementedError("compiled into numba kernels by the overload below")
+
+@overload(_levels, inline="always")
+def _levels_of(q, hb, g, k, i):
+    "By the type of `hb`, while numba compiles: 4-bit levels are the two nibbles; 5-bit ones add the fifth bits."
+    if isinstance(hb, types.NoneType): return lambda q, hb, g, k, i: nibbles(q)
+    return lambda q, hb, g, k, i: _levels5(q, hb[g, k], i)
 
 # %% ../nbs/2_12_packed.ipynb #60187b91
 @njit(cache=True, fastmath=True, parallel=True)
-def _matvec_q4(d, m, qs, x, out):
-    """out = W @ x for 4-bit weights `d*q + m` in blocks of 32 (Q4_1; for Q4_0 `m` is None: m = -8d), d and m as
-    f16 bits; 4 rows per step, reading 16 rows ahead."""
+def _matvec_q4(d, m, qs, hb, x, out):
+    """out = W @ x for 4- or 5-bit weights `d*q + m` in blocks of 32 (Q4_1, Q5_1; for Q4_0 and Q5_0 `m` is None:
+    m = -8d or -16d), d and m as f16 bits; `hb`: the fifth bits, shared by 4 rows, or None. 4 rows per step, reading
+    16 rows ahead."""
     n_rows, n_blocks = d.shape
     xs = _block_sums(x, 32)
+    centre = _F8X if hb is None else _F16X               # the level of a zero weight when there are no offsets
     last = n_rows - 1
     for g in prange((n_rows + 3) // 4):
         r0 = 4 * g; r1 = min(r0 + 1, last); r2 = min(r0 + 2, last); r3 = min(r0 + 3, last)
         ahead = min(r0 + _PREFETCH_ROWS, last)
         _prefetch_rows(qs, ahead, last); _prefetch_rows(d, ahead, last)
         if m is not None: _prefetch_rows(m, ahead, last)
+        if hb is not None: _prefetch_row(hb, min(g + _PREFETCH_ROWS // 4, len(hb) - 1))
         a0 = np.float32(0); a1 = np.float32(0); a2 = np.float32(0); a3 = np.float32(0)
         for b in range(n_blocks):
             s0 = np.float32(0); s1 = np.float32(0); s2 = np.float32(0); s3 = np.float32(0)
             for j in range(16):
                 k = 16 * b + j
                 x_lo = x[32 * b + j]; x_hi = x[32 * b + 16 + j]
-                lo, hi = nibbles(qs[r0, k]); s0 += lo * x_lo + hi * x_hi
-                lo, hi = nibbles(qs[r1, k]); s1 += lo * x_lo + hi * x_hi
-                lo, hi = nibbles(qs[r2, k]); s2 += lo * x_lo + hi * x_hi
-                lo, hi = nibbles(qs[r3, k]); s3 += lo * x_lo + hi * x_hi
-            xc = np.float32(0) if m is not None else -_F8X * xs[b]     # no offsets: m = -8d, so d*(s - 8*sum(x))
+                lo, hi = _levels(qs[r0, k], hb, g, k, 0); s0 += lo * x_lo + hi * x_hi
+                lo, hi = _levels(qs[r1, k], hb, g, k, 1); s1 += lo * x_lo + hi * x_hi
+                lo, hi = _levels(qs[r2, k], hb, g, k, 2); s2 += lo * x_lo + hi * x_hi
+                lo, hi = _levels(qs[r3, k], hb, g, k, 3); s3 += lo * x_lo + hi * x_hi
+            xc = np.float32(0) if m is not None else -centre * xs[b]    # no offsets: m = -8d, so d*(s - 8*sum(x))
             a0 += f16_to_f32(d[r0, b]) * (s0 + xc); a1 += f16_to_f32(d[r1, b]) * (s1 + xc)
             a2 += f16_to_f32(d[r2, b]) * (s2 + xc); a3 += f16_to_f32(d[r3, b]) * (s3 + xc)
         if m is not None:                        # the offsets' share, sum over blocks of m * sum(x): a loop of its own,
@@ -161,13 +180,13 @@ def _matvec_q4(d, m, qs, x, out):
                 xb = xs[b]
                 a0 += f16_to_f32(m[r0, b]) * xb; a1 += f16_to_f32(m[r1, b]) * xb
                 a2 += f16_to_f32(m[r2, b]) * xb; a3 += f16_to_f32(m[r3, b]) * xb
-        out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # a repeated last row keeps slot 0's value
+        out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # reverse: a repeated last row keeps slot 0's value
 
 # %% ../nbs/2_12_packed.ipynb #74397a11
 def _pack_q4_0(raw, n_rows):
     "Q4_0 blocks -> 'q4' layout without offsets: weight = d*(q - 8) = d*q + (-8d)."
     b = raw.view(BLOCK_Q4_0)
-    return "q4", (_f16_columns(b["d"], n_rows), None, _rows_of(b["qs"], n_rows))
+    return "q4", (_f16_columns(b["d"], n_rows), None, _rows_of(b["qs"], n_rows), None)
 
 def _nibble_bytes(levels: np.ndarray) -> np.ndarray:
     "Levels 0..15 in blocks of 32, `(n, 32)` -> `(n, 16)` bytes in Q4_1 order (byte j holds weights j and j+16)."
@@ -184,7 +203,7 @@ def _pack_q4_k(raw, n_rows):
     "Q4_K super-blocks -> 'q4_k' layout: (d, dmin, sc, mn, nibbles in Q4_1 order); weight = d*sc*q - dmin*mn."
     b = raw.view(BLOCK_Q4_K)
     levels = unpack_bits(b["qs"], 4, 32).reshape(-1, 32)            # weight order, one sub-block per row
-    return "q4_k", _k_scales(b, n_rows) + (_nibble_bytes(levels).reshape(n_rows, -1),)
+    return "q4_k", _k_scales(b, n_rows) + (_nibble_bytes(levels).reshape(n_rows, -1), None)
 
 # %% ../nbs/2_12_packed.ipynb #d42ce6e2
 def _fifth_bits(levels: np.ndarray) -> np.ndarray:
@@ -213,20 +232,20 @@ def _shared_fifth_bits(words: np.ndarray, chunk: int = 4096) -> np.ndarray:
 
 # %% ../nbs/2_12_packed.ipynb #f4820cc6
 def _pack_q5_0(raw, n_rows):
-    "Q5_0 blocks -> 'q5' layout without offsets: weight = d*(q - 16); fifth bits as one uint32 per block (shared later)."
+    "Q5_0 blocks -> 'q4' layout without offsets, with fifth bits: weight = d*(q - 16); `hb` one uint32 per block (shared later)."
     b = raw.view(BLOCK_Q5_0)
-    return "q5", (_f16_columns(b["d"], n_rows), None, _rows_of(b["qs"], n_rows), _q5_words(b, n_rows))
+    return "q4", (_f16_columns(b["d"], n_rows), None, _rows_of(b["qs"], n_rows), _q5_words(b, n_rows))
 
 def _pack_q5_1(raw, n_rows):
-    "Q5_1 blocks -> 'q5' layout: weight = d*q + m."
+    "Q5_1 blocks -> 'q4' layout with fifth bits: weight = d*q + m."
     b = raw.view(BLOCK_Q5_1)
-    return "q5", (_f16_columns(b["d"], n_rows), _f16_columns(b["m"], n_rows), _rows_of(b["qs"], n_rows), _q5_words(b, n_rows))
+    return "q4", (_f16_columns(b["d"], n_rows), _f16_columns(b["m"], n_rows), _rows_of(b["qs"], n_rows), _q5_words(b, n_rows))
 
 def _pack_q5_k(raw, n_rows):
-    "Q5_K super-blocks -> 'q5_k' layout: the scales of 'q4_k', nibbles in Q4_1 order and fifth bits as in 'q5'."
+    "Q5_K super-blocks -> 'q4_k' layout with fifth bits: the scales of Q4_K, nibbles in Q4_1 order, fifth bits as Q5_0's."
     b = raw.view(BLOCK_Q5_K)
     levels = (unpack_bits(b["qs"], 4, 32) | (unpack_bits(b["qh"], 1, 32) << np.uint8(4))).reshape(-1, 32)
-    return "q5_k", _k_scales(b, n_rows) + (_nibble_bytes(levels & np.uint8(15)).reshape(n_rows, -1),
+    return "q4_k", _k_scales(b, n_rows) + (_nibble_bytes(levels & np.uint8(15)).reshape(n_rows, -1),
                                            _fifth_bits(levels).reshape(n_rows, -1))
 
 # %% ../nbs/2_12_packed.ipynb #f178dc11
@@ -265,9 +284,10 @@ def _k_minimums(dmin, mn, xs, r0, r1, r2, r3):
 
 # %% ../nbs/2_12_packed.ipynb #2ab33932
 @njit(cache=True, fastmath=True, parallel=True)
-def _matvec_q4_k(d, dmin, sc, mn, qs, x, out):
+def _matvec_q4_k(d, dmin, sc, mn, qs, hb, x, out):
     """out = W @ x for Q4_K weights `d*sc*q - dmin*mn`: d, dmin (f16 bits) per super-block of 256, the 6-bit sc, mn per
-    sub-block of 32; nibbles in Q4_1 order. 4 rows per step, reading 16 rows ahead."""
+    sub-block of 32; nibbles in Q4_1 order; `hb`: Q5_K's fifth bits, shared by 4 rows, or None for Q4_K. 4 rows per
+    step, reading 16 rows ahead."""
     n_rows, n_super = d.shape
     xs = _block_sums(x, 32)
     last = n_rows - 1
@@ -275,6 +295,7 @@ def _matvec_q4_k(d, dmin, sc, mn, qs, x, out):
         r0 = 4 * g; r1 = min(r0 + 1, last); r2 = min(r0 + 2, last); r3 = min(r0 + 3, last)
         ahead = min(r0 + _PREFETCH_ROWS, last)
         _prefetch_rows(qs, ahead, last); _prefetch_rows(sc, ahead, last); _prefetch_rows(mn, ahead, last)
+        if hb is not None: _prefetch_row(hb, min(g + _PREFETCH_ROWS // 4, len(hb) - 1))
         a0 = np.float32(0); a1 = np.float32(0); a2 = np.float32(0); a3 = np.float32(0)   # the rows' totals
         t0 = np.float32(0); t1 = np.float32(0); t2 = np.float32(0); t3 = np.float32(0)   # this super-block's sum of sc * dot
         for b in range(8 * n_super):
@@ -282,10 +303,10 @@ def _matvec_q4_k(d, dmin, sc, mn, qs, x, out):
             for j in range(16):
                 k = 16 * b + j
                 x_lo = x[32 * b + j]; x_hi = x[32 * b + 16 + j]
-                lo, hi = nibbles(qs[r0, k]); s0 += lo * x_lo + hi * x_hi
-                lo, hi = nibbles(qs[r1, k]); s1 += lo * x_lo + hi * x_hi
-                lo, hi = nibbles(qs[r2, k]); s2 += lo * x_lo + hi * x_hi
-                lo, hi = nibbles(qs[r3, k]); s3 += lo * x_lo + hi * x_hi
+                lo, hi = _levels(qs[r0, k], hb, g, k, 0); s0 += lo * x_lo + hi * x_hi
+                lo, hi = _levels(qs[r1, k], hb, g, k, 1); s1 += lo * x_lo + hi * x_hi
+                lo, hi = _levels(qs[r2, k], hb, g, k, 2); s2 += lo * x_lo + hi * x_hi
+                lo, hi = _levels(qs[r3, k], hb, g, k, 3); s3 += lo * x_lo + hi * x_hi
             t0 += np.float32(sc[r0, b]) * s0; t1 += np.float32(sc[r1, b]) * s1
             t2 += np.float32(sc[r2, b]) * s2; t3 += np.float32(sc[r3, b]) * s3
             if b % 8 == 7:                         # end of a super-block: scale its sum by d
@@ -295,7 +316,7 @@ def _matvec_q4_k(d, dmin, sc, mn, qs, x, out):
                 t0 = np.float32(0); t1 = np.float32(0); t2 = np.float32(0); t3 = np.float32(0)
         m0, m1, m2, m3 = _k_minimums(dmin, mn, xs, r0, r1, r2, r3)
         a0 -= m0; a1 -= m1; a2 -= m2; a3 -= m3
-        out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # a repeated last row keeps slot 0's value
+        out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # reverse: a repeated last row keeps slot 0's value
 
 # %% ../nbs/2_12_packed.ipynb #07c0c978
 @njit(fastmath=True, inline="always")
@@ -309,74 +330,6 @@ def _levels5(q, h, i: int):
     2i+1 of the group's fifth-bit byte `h`."""
     return (bits_f32(q, 0, 15) + _F16X * bits_f32(h, 2 * i, 1),
             bits_f32(q, 4, 15) + _F16X * bits_f32(h, 2 * i + 1, 1))
-
-# %% ../nbs/2_12_packed.ipynb #45740dbd
-@njit(cache=True, fastmath=True, parallel=True)
-def _matvec_q5(d, m, qs, hb, x, out):
-    """out = W @ x for 5-bit weights `d*q + m` in blocks of 32 (Q5_1; for Q5_0 `m` is None: m = -16d), d and m as
-    f16 bits, fifth bits shared by 4 rows; 4 rows per step, reading 16 rows ahead."""
-    n_rows, n_blocks = d.shape
-    xs = _block_sums(x, 32)
-    last = n_rows - 1
-    for g in prange((n_rows + 3) // 4):
-        r0 = 4 * g; r1 = min(r0 + 1, last); r2 = min(r0 + 2, last); r3 = min(r0 + 3, last)
-        ahead = min(r0 + _PREFETCH_ROWS, last)
-        _prefetch_rows(qs, ahead, last); _prefetch_rows(d, ahead, last); _prefetch_row(hb, min(g + _PREFETCH_ROWS // 4, len(hb) - 1))
-        if m is not None: _prefetch_rows(m, ahead, last)
-        a0 = np.float32(0); a1 = np.float32(0); a2 = np.float32(0); a3 = np.float32(0)
-        for b in range(n_blocks):
-            s0 = np.float32(0); s1 = np.float32(0); s2 = np.float32(0); s3 = np.float32(0)
-            for j in range(16):
-                k = 16 * b + j
-                x_lo = x[32 * b + j]; x_hi = x[32 * b + 16 + j]
-                h = hb[g, k]                                 # the fifth bits of rows r0..r3
-                lo, hi = _levels5(qs[r0, k], h, 0); s0 += lo * x_lo + hi * x_hi
-                lo, hi = _levels5(qs[r1, k], h, 1); s1 += lo * x_lo + hi * x_hi
-                lo, hi = _levels5(qs[r2, k], h, 2); s2 += lo * x_lo + hi * x_hi
-                lo, hi = _levels5(qs[r3, k], h, 3); s3 += lo * x_lo + hi * x_hi
-            xc = np.float32(0) if m is not None else -_F16X * xs[b]     # no offsets: m = -16d, so d*(s - 16*sum(x))
-            a0 += f16_to_f32(d[r0, b]) * (s0 + xc); a1 += f16_to_f32(d[r1, b]) * (s1 + xc)
-            a2 += f16_to_f32(d[r2, b]) * (s2 + xc); a3 += f16_to_f32(d[r3, b]) * (s3 + xc)
-        if m is not None:                        # the offsets' share, sum over blocks of m * sum(x): a loop of its own,
-            for b in range(n_blocks):            # which LLVM vectorizes (16 f16 scales converted per instruction)
-                xb = xs[b]
-                a0 += f16_to_f32(m[r0, b]) * xb; a1 += f16_to_f32(m[r1, b]) * xb
-                a2 += f16_to_f32(m[r2, b]) * xb; a3 += f16_to_f32(m[r3, b]) * xb
-        out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # reverse: in the last group, slot 0 is right
-
-# %% ../nbs/2_12_packed.ipynb #d3e3c4b4
-@njit(cache=True, fastmath=True, parallel=True)
-def _matvec_q5_k(d, dmin, sc, mn, qs, hb, x, out):
-    "out = W @ x for Q5_K weights `d*sc*q - dmin*mn`, q in 0..31: the bookkeeping of `_matvec_q4_k`, the inner loop of `_matvec_q5`."
-    n_rows, n_super = d.shape
-    xs = _block_sums(x, 32)
-    last = n_rows - 1
-    for g in prange((n_rows + 3) // 4):
-        r0 = 4 * g; r1 = min(r0 + 1, last); r2 = min(r0 + 2, last); r3 = min(r0 + 3, last)
-        ahead = min(r0 + _PREFETCH_ROWS, last)
-        _prefetch_rows(qs, ahead, last); _prefetch_rows(sc, ahead, last); _prefetch_row(hb, min(g + _PREFETCH_ROWS // 4, len(hb) - 1))
-        a0 = np.float32(0); a1 = np.float32(0); a2 = np.float32(0); a3 = np.float32(0)   # the rows' totals
-        t0 = np.float32(0); t1 = np.float32(0); t2 = np.float32(0); t3 = np.float32(0)   # this super-block's sum of sc * dot
-        for b in range(8 * n_super):
-            s0 = np.float32(0); s1 = np.float32(0); s2 = np.float32(0); s3 = np.float32(0)
-            for j in range(16):
-                k = 16 * b + j
-                x_lo = x[32 * b + j]; x_hi = x[32 * b + 16 + j]
-                h = hb[g, k]                                 # the fifth bits of rows r0..r3
-                lo, hi = _levels5(qs[r0, k], h, 0); s0 += lo * x_lo + hi * x_hi
-                lo, hi = _levels5(qs[r1, k], h, 1); s1 += lo * x_lo + hi * x_hi
-                lo, hi = _levels5(qs[r2, k], h, 2); s2 += lo * x_lo + hi * x_hi
-                lo, hi = _levels5(qs[r3, k], h, 3); s3 += lo * x_lo + hi * x_hi
-            t0 += np.float32(sc[r0, b]) * s0; t1 += np.float32(sc[r1, b]) * s1
-            t2 += np.float32(sc[r2, b]) * s2; t3 += np.float32(sc[r3, b]) * s3
-            if b % 8 == 7:                         # end of a super-block: scale its sum by d
-                sb = b // 8
-                a0 += f16_to_f32(d[r0, sb]) * t0; a1 += f16_to_f32(d[r1, sb]) * t1
-                a2 += f16_to_f32(d[r2, sb]) * t2; a3 += f16_to_f32(d[r3, sb]) * t3
-                t0 = np.float32(0); t1 = np.float32(0); t2 = np.float32(0); t3 = np.float32(0)
-        m0, m1, m2, m3 = _k_minimums(dmin, mn, xs, r0, r1, r2, r3)
-        a0 -= m0; a1 -= m1; a2 -= m2; a3 -= m3
-        out[r3] = a3; out[r2] = a2; out[r1] = a1; out[r0] = a0   # reverse: in the last group, slot 0 is right
 
 # %% ../nbs/2_12_packed.ipynb #0afbe9a1
 @njit(cache=True, fastmath=True, parallel=True)
@@ -469,8 +422,8 @@ def _matvec_f16(w, x, out):
             s2 += f16_to_f32(w[r2, k]) * xk; s3 += f16_to_f32(w[r3, k]) * xk
         out[r3] = s3; out[r2] = s2; out[r1] = s1; out[r0] = s0
 
-MATVEC_KERNELS = {"q4": _matvec_q4, "q4_k": _matvec_q4_k, "q5": _matvec_q5, "q5_k": _matvec_q5_k, "q8": _matvec_q8,
-                  "q6_k": _matvec_q6_k, "f32": _matvec_f32, "f16": _matvec_f16}
+MATVEC_KERNELS = {"q4": _matvec_q4, "q4_k": _matvec_q4_k, "q8": _matvec_q8, "q6_k": _matvec_q6_k,
+                  "f32": _matvec_f32, "f16": _matvec_f16}
 
 # %% ../nbs/2_12_packed.ipynb #911f4e05
 @njit(cache=True, fastmath=True)
@@ -493,37 +446,32 @@ def _write_q5_block(o, b, lo, hi, hb_group, shift, db, mb):
         o[32 * b + j] = db * (lo[16 * b + j] + _F16X * bits_f32(h, shift, 1)) + mb
         o[32 * b + 16 + j] = db * (hi[16 * b + j] + _F16X * bits_f32(h, shift + 1, 1)) + mb
 
+def _write_block(o, b, lo, hi, hb, r, db, mb):
+    "Block b of row r into `o`: `_write_q4_block`, or `_write_q5_block` when there are fifth bits `hb`."
+    raise NotImplementedError("compiled into numba kernels by the overload below")
+
+@overload(_write_block, inline="always")
+def _write_block_of(o, b, lo, hi, hb, r, db, mb):
+    if isinstance(hb, types.NoneType): return lambda o, b, lo, hi, hb, r, db, mb: _write_q4_block(o, b, lo, hi, db, mb)
+    return lambda o, b, lo, hi, hb, r, db, mb: _write_q5_block(o, b, lo, hi, hb[r // 4], 2 * (r % 4), db, mb)
+
 # %% ../nbs/2_12_packed.ipynb #c1001eab
 @njit(fastmath=True, inline="always")
-def _row_q4(d, m, qs, r, dst, lo, hi):
+def _row_q4(d, m, qs, hb, r, dst, lo, hi):
     _split_nibbles(qs[r], lo, hi)
+    centre = _F8X if hb is None else _F16X
     for b in range(d.shape[1]):
-        db, mb = _scale_offset(d, m, r, b, _F8X)
-        _write_q4_block(dst, b, lo, hi, db, mb)
+        db, mb = _scale_offset(d, m, r, b, centre)
+        _write_block(dst, b, lo, hi, hb, r, db, mb)
 
 @njit(fastmath=True, inline="always")
-def _row_q4_k(d, dmin, sc, mn, qs, r, dst, lo, hi):
+def _row_q4_k(d, dmin, sc, mn, qs, hb, r, dst, lo, hi):
     "Sub-block scale d*sc and offset -dmin*mn, formed as llama.cpp forms them."
     _split_nibbles(qs[r], lo, hi)
     for b in range(sc.shape[1]):             # one flat loop over sub-blocks: nested in super-blocks, LLVM
         sb = b // 8                          # stopped vectorizing the 16-weight writes (4x slower for Q5_K)
         dd, dm = f16_to_f32(d[r, sb]), f16_to_f32(dmin[r, sb])
-        _write_q4_block(dst, b, lo, hi, dd * np.float32(sc[r, b]), -(dm * np.float32(mn[r, b])))
-
-@njit(fastmath=True, inline="always")
-def _row_q5(d, m, qs, hb, r, dst, lo, hi):
-    _split_nibbles(qs[r], lo, hi)
-    for b in range(d.shape[1]):
-        db, mb = _scale_offset(d, m, r, b, _F16X)
-        _write_q5_block(dst, b, lo, hi, hb[r // 4], 2 * (r % 4), db, mb)
-
-@njit(fastmath=True, inline="always")
-def _row_q5_k(d, dmin, sc, mn, qs, hb, r, dst, lo, hi):
-    _split_nibbles(qs[r], lo, hi)
-    for b in range(sc.shape[1]):             # flat, as in _row_q4_k
-        sb = b // 8
-        dd, dm = f16_to_f32(d[r, sb]), f16_to_f32(dmin[r, sb])
-        _write_q5_block(dst, b, lo, hi, hb[r // 4], 2 * (r % 4), dd * np.float32(sc[r, b]), -(dm * np.float32(mn[r, b])))
+        _write_block(dst, b, lo, hi, hb, r, dd * np.float32(sc[r, b]), -(dm * np.float32(mn[r, b])))
 
 # %% ../nbs/2_12_packed.ipynb #a31d9941
 @njit(fastmath=True, inline="always")
@@ -567,13 +515,9 @@ def _row(kind, a, r, dst, lo, hi):
 def _row_of_layout(kind, a, r, dst, lo, hi):
     "The row function of the layout named by the string literal `kind`, chosen while numba compiles."
     if not isinstance(kind, types.StringLiteral): return None
-    layout, no_m = kind.literal_value, len(a) > 1 and isinstance(a[1], types.NoneType)
-    if layout == "q4" and no_m: return lambda kind, a, r, dst, lo, hi: _row_q4(a[0], None, a[2], r, dst, lo, hi)
-    if layout == "q4":   return lambda kind, a, r, dst, lo, hi: _row_q4(a[0], a[1], a[2], r, dst, lo, hi)
-    if layout == "q4_k": return lambda kind, a, r, dst, lo, hi: _row_q4_k(a[0], a[1], a[2], a[3], a[4], r, dst, lo, hi)
-    if layout == "q5" and no_m: return lambda kind, a, r, dst, lo, hi: _row_q5(a[0], None, a[2], a[3], r, dst, lo, hi)
-    if layout == "q5":   return lambda kind, a, r, dst, lo, hi: _row_q5(a[0], a[1], a[2], a[3], r, dst, lo, hi)
-    if layout == "q5_k": return lambda kind, a, r, dst, lo, hi: _row_q5_k(a[0], a[1], a[2], a[3], a[4], a[5], r, dst, lo, hi)
+    layout = kind.literal_value
+    if layout == "q4":   return lambda kind, a, r, dst, lo, hi: _row_q4(a[0], a[1], a[2], a[3], r, dst, lo, hi)
+    if layout == "q4_k": return lambda kind, a, r, dst, lo, hi: _row_q4_k(a[0], a[1], a[2], a[3], a[4], a[5], r, dst, lo, hi)
     if layout == "q8":   return lambda kind, a, r, dst, lo, hi: _row_q8(a[0], a[1], r, dst)
     if layout == "q6_k": return lambda kind, a, r, dst, lo, hi: _row_q6_k(a[0], a[1], a[2], a[3], r, dst)
     if layout == "f32":  return lambda kind, a, r, dst, lo, hi: _row_f32(a[0], r, dst)
@@ -597,21 +541,13 @@ def _rows(kind, a, rows, out):
 
 # %% ../nbs/2_12_packed.ipynb #76c61340
 @njit(cache=True)
-def _rows_q4(d, m, qs, rows, out):
-    "The rows `rows` of the packed Q4_0/Q4_1 matrix, as float32, into `out`."
-    _rows("q4", (d, m, qs), rows, out)
+def _rows_q4(d, m, qs, hb, rows, out):
+    "The rows `rows` of the packed Q4_0/Q4_1/Q5_0/Q5_1 matrix, as float32, into `out`."
+    _rows("q4", (d, m, qs, hb), rows, out)
 @njit(cache=True)
-def _rows_q4_k(d, dmin, sc, mn, qs, rows, out):
-    "The rows `rows` of the packed Q4_K matrix, as float32, into `out`."
-    _rows("q4_k", (d, dmin, sc, mn, qs), rows, out)
-@njit(cache=True)
-def _rows_q5(d, m, qs, hb, rows, out):
-    "The rows `rows` of the packed Q5_0/Q5_1 matrix, as float32, into `out`."
-    _rows("q5", (d, m, qs, hb), rows, out)
-@njit(cache=True)
-def _rows_q5_k(d, dmin, sc, mn, qs, hb, rows, out):
-    "The rows `rows` of the packed Q5_K matrix, as float32, into `out`."
-    _rows("q5_k", (d, dmin, sc, mn, qs, hb), rows, out)
+def _rows_q4_k(d, dmin, sc, mn, qs, hb, rows, out):
+    "The rows `rows` of the packed Q4_K/Q5_K matrix, as float32, into `out`."
+    _rows("q4_k", (d, dmin, sc, mn, qs, hb), rows, out)
 @njit(cache=True)
 def _rows_q8(d, qs, rows, out):
     "The rows `rows` of the packed Q8_0 matrix, as float32, into `out`."
@@ -629,8 +565,7 @@ def _rows_f16(w, rows, out):
     "The rows `rows` of the packed F16 matrix, as float32, into `out`."
     _rows("f16", (w,), rows, out)
 
-ROW_KERNELS = {"q4": _rows_q4, "q4_k": _rows_q4_k, "q5": _rows_q5, "q5_k": _rows_q5_k, "q8": _rows_q8, "q6_k": _rows_q6_k,
-               "f32": _rows_f32, "f16": _rows_f16}
+ROW_KERNELS = {"q4": _rows_q4, "q4_k": _rows_q4_k, "q8": _rows_q8, "q6_k": _rows_q6_k, "f32": _rows_f32, "f16": _rows_f16}
 
 # %% ../nbs/2_12_packed.ipynb #d71fbb96
 _TILE_ROWS = 16           # weight rows dequantized at a time: 16 x n_cols floats (36-128 KB here) stay in L2
@@ -682,21 +617,13 @@ def _gemm(kind, a, X, out, col0):
 
 # %% ../nbs/2_12_packed.ipynb #a6046ca2
 @njit(cache=True)
-def _gemm_q4(d, m, qs, X, out, col0):
-    "out[:, col0:] = X times the Q4_0/Q4_1 matrix's rows, for a batch of tokens."
-    _gemm("q4", (d, m, qs), X, out, col0)
+def _gemm_q4(d, m, qs, hb, X, out, col0):
+    "out[:, col0:] = X times the Q4_0/Q4_1/Q5_0/Q5_1 matrix's rows, for a batch of tokens."
+    _gemm("q4", (d, m, qs, hb), X, out, col0)
 @njit(cache=True)
-def _gemm_q4_k(d, dmin, sc, mn, qs, X, out, col0):
-    "out[:, col0:] = X times the Q4_K matrix's rows, for a batch of tokens."
-    _gemm("q4_k", (d, dmin, sc, mn, qs), X, out, col0)
-@njit(cache=True)
-def _gemm_q5(d, m, qs, hb, X, out, col0):
-    "out[:, col0:] = X times the Q5_0/Q5_1 matrix's rows, for a batch of tokens."
-    _gemm("q5", (d, m, qs, hb), X, out, col0)
-@njit(cache=True)
-def _gemm_q5_k(d, dmin, sc, mn, qs, hb, X, out, col0):
-    "out[:, col0:] = X times the Q5_K matrix's rows, for a batch of tokens."
-    _gemm("q5_k", (d, dmin, sc, mn, qs, hb), X, out, col0)
+def _gemm_q4_k(d, dmin, sc, mn, qs, hb, X, out, col0):
+    "out[:, col0:] = X times the Q4_K/Q5_K matrix's rows, for a batch of tokens."
+    _gemm("q4_k", (d, dmin, sc, mn, qs, hb), X, out, col0)
 @njit(cache=True)
 def _gemm_q8(d, qs, X, out, col0):
     "out[:, col0:] = X times the Q8_0 matrix's rows, for a batch of tokens."
@@ -714,8 +641,7 @@ def _gemm_f16(w, X, out, col0):
     "out[:, col0:] = X times the F16 matrix's rows, for a batch of tokens."
     _gemm("f16", (w,), X, out, col0)
 
-GEMM_KERNELS = {"q4": _gemm_q4, "q4_k": _gemm_q4_k, "q5": _gemm_q5, "q5_k": _gemm_q5_k, "q8": _gemm_q8, "q6_k": _gemm_q6_k,
-                "f32": _gemm_f32, "f16": _gemm_f16}
+GEMM_KERNELS = {"q4": _gemm_q4, "q4_k": _gemm_q4_k, "q8": _gemm_q8, "q6_k": _gemm_q6_k, "f32": _gemm_f32, "f16": _gemm_f16}
 
 # %% ../nbs/2_12_packed.ipynb #5095689e
 class Matrix:
@@ -809,5 +735,6 @@ def pack(*tensors: QTensor) -> PackedMatrix:
     layout = parts[0][0]
     arrays = parts[0][1] if len(parts) == 1 else tuple(
         None if a is None else np.concatenate([p[1][i] for p in parts]) for i, a in enumerate(parts[0][1]))
-    if layout in ("q5", "q5_k"): arrays = arrays[:-1] + (_shared_fifth_bits(arrays[-1]),)   # groups of 4 rows: after stacking
+    if layout in ("q4", "q4_k") and arrays[-1] is not None:             # 5-bit: groups of 4 rows, after stacking
+        arrays = arrays[:-1] + (_shared_fifth_bits(arrays[-1]),)
     return PackedMatrix(layout, arrays, first.type, (sum(t.shape[0] for t in tensors), first.shape[1]))

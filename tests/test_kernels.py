@@ -82,7 +82,7 @@ def test_stacked_pack_equals_separate():
     parts = [P.random_qtensor("Q5_0", (n, 256), seed=n) for n in (16, 7, 9)]
     x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
     stacked = P.pack(*parts)
-    assert stacked.shape == (32, 256) and stacked.layout == "q5"
+    assert stacked.shape == (32, 256) and stacked.layout == "q4"
     # same arithmetic per row; only fastmath's freedom to contract/reorder differs by a row's place in its group of 4
     np.testing.assert_allclose(stacked.matvec(x), np.concatenate([P.pack(p).matvec(x) for p in parts]), rtol=1e-6, atol=1e-6)
     f16 = P.pack(P.random_qtensor("F16", (4, 64), 1), P.random_qtensor("F16", (3, 64), 2))
