@@ -10,7 +10,7 @@ matrices Q8_0 (its n_embd 2880 is not a multiple of 256: no K-quants). The token
 chat template) padded with reserved control tokens to gpt-oss's 201088 ids, so that the embedding and the output
 head have the real size. The text it makes is gibberish: speed only. 4.9 GB, never committed.
 
-    .venv/bin/python bench/make_gptoss.py [OUT.gguf] [--layers 8]   # default /work/models/gptoss-8l-mxfp4.gguf
+    .venv/bin/python bench/make_gptoss.py [OUT.gguf] [--layers 8] [--vocab N] [--attn-type F16]   # default /work/models/gptoss-8l-mxfp4.gguf
 
 The tensors are held in memory until the file is written (about its size); each expert, and each slab of 16384 rows
 of the embedding and output, is drawn and quantized alone. Checked at a small size (2 layers, 4 experts): llama.cpp
@@ -29,7 +29,7 @@ from llmbook.moe import _copy_tokenizer, quantize_mxfp4
 SHAPE = dict(n_embd=2880, n_heads=64, n_kv_heads=8, head_dim=64, n_expert=32, n_expert_used=4, n_ff_exp=2880, n_vocab=201088)
 
 def write_gptoss(path, n_layers=8, seed=0, n_embd=2880, n_heads=64, n_kv_heads=8, head_dim=64, n_expert=32,
-                 n_expert_used=4, n_ff_exp=2880, n_vocab=201088) -> Path:
+                 n_expert_used=4, n_ff_exp=2880, n_vocab=201088, attn_type="Q8_0") -> Path:
     u32, f32 = GGUFValueType.UINT32, GGUFValueType.FLOAT32
     w = GGUFWriter(path, arch="gpt-oss")
     w.add("general.name", "llmbook random gpt-oss")
@@ -47,6 +47,9 @@ def write_gptoss(path, n_layers=8, seed=0, n_embd=2880, n_heads=64, n_kv_heads=8
         slabs = [quantize(rng.standard_normal((min(16384, shape[0] - r), shape[1]), np.float32) * np.float32(std), "Q8_0").data
                  for r in range(0, shape[0], 16384)]
         w.add_tensor(name, QTensor(np.concatenate(slabs), GGMLType.Q8_0, shape))
+    def attn(name, shape, std):             # the attention's matrices: Q8_0, or F16 as ggml-org's gpt-oss GGUFs keep them
+        if attn_type == "Q8_0": return q8(name, shape, std)
+        w.add_tensor(name, QTensor.from_array((rng.standard_normal(shape, np.float32) * np.float32(std)).astype(np.float16)))
     vec = lambda name, n, mean=1.0, std=0.1: w.add_tensor(name, (mean + std * rng.standard_normal(n)).astype(np.float32))
     def mxfp4(name, rows, cols, std):       # one expert at a time: a (n_expert, rows, cols) tensor of MXFP4 blocks
         slabs = [quantize_mxfp4((rng.standard_normal((rows, cols), np.float32) * std)).data for _ in range(n_expert)]
@@ -58,8 +61,8 @@ def write_gptoss(path, n_layers=8, seed=0, n_embd=2880, n_heads=64, n_kv_heads=8
     for i in range(n_layers):
         p = f"blk.{i}."
         vec(p + "attn_norm.weight", n_embd); vec(p + "post_attention_norm.weight", n_embd)
-        q8(p + "attn_q.weight", (q_dim, n_embd), s); q8(p + "attn_k.weight", (kv_dim, n_embd), s)
-        q8(p + "attn_v.weight", (kv_dim, n_embd), s); q8(p + "attn_output.weight", (n_embd, q_dim), q_dim**-0.5)
+        attn(p + "attn_q.weight", (q_dim, n_embd), s); attn(p + "attn_k.weight", (kv_dim, n_embd), s)
+        attn(p + "attn_v.weight", (kv_dim, n_embd), s); attn(p + "attn_output.weight", (n_embd, q_dim), q_dim**-0.5)
         for x, n in (("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim), ("attn_output", n_embd)): vec(p + x + ".bias", n, 0.0)
         vec(p + "attn_sinks.weight", n_heads, 0.0, 1.0)
         w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((n_expert, n_embd), np.float32) * 2 * s))
@@ -76,12 +79,14 @@ def main():
     ap.add_argument("--layers", type=int, default=8, help="layers (the real model has 24)")
     ap.add_argument("--experts", type=int, default=32, help="experts per layer (the real model has 32; fewer for a quick check)")
     ap.add_argument("--vocab", type=int, default=201088, help="ids in the padded vocabulary (the real model has 201088)")
+    ap.add_argument("--attn-type", choices=("Q8_0", "F16"), default="Q8_0",
+                    help="the attention matrices' type (ggml-org's gpt-oss GGUFs keep them in F16)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    write_gptoss(out, n_layers=a.layers, seed=a.seed, **{**SHAPE, "n_expert": a.experts, "n_vocab": a.vocab})
+    write_gptoss(out, n_layers=a.layers, seed=a.seed, **{**SHAPE, "n_expert": a.experts, "n_vocab": a.vocab}, attn_type=a.attn_type)
     with GGUFFile(out) as f:
         types = Counter(t.type for t in f.tensors.values())
         experts = sum(t.n_bytes for n, t in f.tensors.items() if "_exps.weight" in n)

@@ -5,7 +5,7 @@ not available here. Speed depends only on the shapes and the tensor types, so ra
 Llama-3.2-1B's shapes and llama.cpp's Q4_K_M type mix benchmark like the real thing (the text is gibberish).
 The file is ~0.8 GB and is never committed.
 
-    .venv/bin/python bench/make_llama1b.py [OUT.gguf]      # default /work/models/llama1b-q4_k_m.gguf
+    .venv/bin/python bench/make_llama1b.py [OUT.gguf] [--keep-f16 F16.gguf]   # default /work/models/llama1b-q4_k_m.gguf
 
 It writes an F16 model to a temporary file next to OUT (~2.5 GB, one tensor in memory at a time), then
 quantizes it with llmbook's own `quantize_model(..., "Q4_K_M")` (llama.cpp's rules), then deletes the
@@ -100,6 +100,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", nargs="?", default="/work/models/llama1b-q4_k_m.gguf", help="output GGUF path")
     ap.add_argument("--seed", type=int, default=0, help="random seed of the weights (default 0)")
+    ap.add_argument("--keep-f16", metavar="PATH", help="keep the F16 model as PATH too (the float-weights benchmark)")
     args = ap.parse_args()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -110,6 +111,7 @@ def main():
         write_f16(tmp, args.seed)
         print(f"  {tmp.stat().st_size / 2**30:.2f} GiB in {time.perf_counter() - t0:.0f} s; quantizing to Q4_K_M", flush=True)
         res = quantize_model(tmp, out, "Q4_K_M")
+        if args.keep_f16: tmp.replace(args.keep_f16)
     finally:
         tmp.unlink(missing_ok=True)
     print(res.summary())

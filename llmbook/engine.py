@@ -21,6 +21,7 @@ from . import packed as P
 from . import runtime as R
 from . import attention_kernels as A
 from . import int8 as I8
+from . import floats as F
 
 # %% ../nbs/2_15_engine.ipynb #db196414
 def _pack_weights(*tensors: QTensor) -> P.PackedMatrix:
@@ -40,12 +41,16 @@ def _pack_weights(*tensors: QTensor) -> P.PackedMatrix:
 def _weight_matrices(tensors, kernels: str) -> list:
     """The matrices that run `tensors` (one input, outputs side by side), by runs of one type: with the integer
     kernels, `int8.block_matrix` (the types of `int8.INTERLEAVED` repacked once, 8 rows interleaved; the others read in
-    place from the file); otherwise packed, once, for chapter 12's."""
+    place from the file) and `floats.FloatMatrix` for float weights; otherwise packed, once, for chapter 12's."""
     runs = []
     for t in tensors:
         if runs and runs[-1][-1].type == t.type: runs[-1].append(t)
         else: runs.append([t])
-    return [I8.block_matrix(*run) if kernels == "avx2" and run[0].type in I8.MATVEC else _pack_weights(*run) for run in runs]
+    def matrix(run):
+        if kernels == "avx2" and run[0].type in I8.MATVEC: return I8.block_matrix(*run)
+        if kernels == "avx2" and run[0].type in F.FLOAT_KERNELS and run[0].shape[1] % F.LANES == 0: return F.FloatMatrix(*run)
+        return _pack_weights(*run)
+    return [matrix(run) for run in runs]
 
 # %% ../nbs/2_15_engine.ipynb #31c787ee
 def _batch_of_one(gemm):

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['KERNEL_SETS', 'KERNEL_SET_NAMES', 'MATVEC', 'GEMM', 'INTERLEAVED', 'host_features', 'target_features', 'has_vnni',
-           'kernel_set', 'vzero', 'vsum', 'quantize_q8', 'block_dot_codegen', 'block_dot', 'BlockMatrix',
-           'InterleavedMatrix', 'block_matrix']
+           'kernel_set', 'vzero', 'vsum', 'quantize_q8', 'block_dot_codegen', 'block_dot', 'rows_in_place',
+           'BlockMatrix', 'InterleavedMatrix', 'block_matrix']
 
 # %% ../nbs/2_13_int8.ipynb #66f44c31
 import mmap, os, platform
@@ -688,6 +688,19 @@ def _root(a: np.ndarray) -> np.ndarray:
 
 def _address(a: np.ndarray) -> int: return a.__array_interface__["data"][0]
 
+def rows_in_place(tensors) -> tuple:
+    """`(w, rows_at, row_bytes)` of 2-D tensors stacked by rows: the bytes they live in (the whole file's, no copy, when
+    they come from one file; else one copy, side by side) and the byte offset of each row in them."""
+    first = tensors[0]
+    row_bytes = first.data.size // first.shape[0]
+    base = _root(first.data)
+    if not base.flags.c_contiguous or any(_root(t.data) is not base for t in tensors):   # one copy, side by side
+        base = np.concatenate([t.data for t in tensors])
+        starts = np.cumsum([0] + [t.data.size for t in tensors[:-1]])
+    else: starts = [_address(t.data) - _address(base) for t in tensors]
+    rows_at = np.concatenate([s + row_bytes * np.arange(t.shape[0], dtype=np.int64) for s, t in zip(starts, tensors)])
+    return base.reshape(-1).view(np.uint8), rows_at, row_bytes
+
 class BlockMatrix(Matrix):
     """Quantized weight matrices of one type and width, stacked by rows (q|k|v, gate|up, or just one), multiplied
     in place from the file's own blocks by the integer kernels."""
@@ -697,16 +710,9 @@ class BlockMatrix(Matrix):
         for t in tensors:
             if len(t.shape) != 2 or t.type != first.type or t.shape[1] != first.shape[1] or t.shape[1] % _X_BLOCK[int(t.type)]:
                 raise ValueError(f"stacked matrices need one type and rows of whole blocks: {t.type.name} {t.shape}, {first.type.name} {first.shape}")
-        row_bytes = first.data.size // first.shape[0]
-        base = _root(first.data)
-        if any(_root(t.data) is not base for t in tensors):        # not one file: one copy, side by side
-            base = np.concatenate([t.data for t in tensors])
-            starts = np.cumsum([0] + [t.data.size for t in tensors[:-1]])
-        else: starts = [_address(t.data) - _address(base) for t in tensors]
-        self.w = base.reshape(-1)                                    # the file's bytes: no copy
-        self.rows_at = np.concatenate([s + row_bytes * np.arange(t.shape[0], dtype=np.int64) for s, t in zip(starts, tensors)])
+        self.w, self.rows_at, self.row_bytes = rows_in_place(tensors)   # the file's bytes: no copy
         self.arrays = (self.w, self.rows_at)                         # what the kernels take, as chapter 12's matrices
-        self.type, self.shape, self.row_bytes = first.type, (len(self.rows_at), first.shape[1]), row_bytes
+        self.type, self.shape = first.type, (len(self.rows_at), first.shape[1])
         self._matvec, self._gemm, self._rows = MATVEC[first.type], GEMM[first.type], self._dequantized_rows
         choose_threading_layer()                                     # kernels run next: chapter 11's threads
 

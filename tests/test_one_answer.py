@@ -78,6 +78,18 @@ def test_q4_k_m_one_answer(tmp_path, kernels):
     check_one_answer(m, np.random.default_rng(0).integers(0, 512, 200).tolist())
 
 
+@pytest.mark.parametrize("wtype", ["F16", "BF16", "F32"])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_float_weights_one_answer(tmp_path, kernels, wtype):
+    "Float weights: with the avx2 set, chapter 13's float kernels (one token and a batch in one order, by construction)."
+    path = write_family_model(tmp_path / "llama.gguf", arch="llama", wtype=wtype, n_layers=2, n_embd=256, n_heads=4,
+                              n_kv_heads=2, n_ff=512, n_vocab=512, seed=16)
+    assert GGUFFile(path).tensors["blk.0.attn_q.weight"].type == wtype
+    m = load(path, kernels)
+    if kernels == "avx2": assert type(m.engine.layers[0].qkv.parts[0][0]).__name__ == "FloatMatrix"
+    check_one_answer(m, np.random.default_rng(0).integers(0, 512, 150).tolist())
+
+
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_ring_cache_equals_a_slot_per_position(tmp_path, kernels):
     "A sliding-window layer's ring of slots against a slot per position: the same bits, pass by pass."

@@ -38,6 +38,7 @@ CHAPTERS = {
     "2_11_runtime":  ("the threads every fast kernel runs on", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj", "attn"]),
     "2_12_packed":   ("the same matrix products, packed and fast, for every type", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
     "2_13_int8":     ("the same matrix products with 8-bit integer dot products", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
+    "2_13_floats":   ("the same matrix products on F16, BF16 and F32 weights, widened in registers", ["wq", "wk", "wv", "wo", "gate", "up", "down", "out_proj"]),
     "1_05_attention": ("RMSNorm, RoPE, attention, the residual and the gated FFN",
                      ["norm1", "norm2", "final_norm", "rope", "attn", "act", "add1", "add2", "resid"]),
     "2_14_attention_kernels": ("the same parts made fast: fused norms, attention in tiles, gated activations",

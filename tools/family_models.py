@@ -13,7 +13,7 @@ or from the command line (the fixture script uses this from a Python without num
 The same arguments always give the same bytes (numpy's PCG64 generator, llmbook's deterministic quantizers,
 IQ4 blocks from the simple rounding below), so a test can rebuild the exact file a fixture was made from.
 
-Weight types (`wtype`): every matrix in one type (F32, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), or
+Weight types (`wtype`): every matrix in one type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), or
 "Q4_K_M": llama.cpp's mix for that file type (output, or the tied token embedding, in Q6_K; attn_v and ffn_down
 of the "more bits" layers in Q6_K; fused attn_qkv in Q5_K; the rest Q4_K). Norms, biases and RoPE factors are
 F32 as in converted files. K-quants and IQ4_XS need rows (the input width of each matrix: n_embd, n_heads *
@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
 
 FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "qwen3moe", "olmoe", "gpt-oss")
-WTYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "IQ4_NL", "IQ4_XS", "MXFP4")
+WTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "IQ4_NL", "IQ4_XS", "MXFP4")
 # general.file_type ids (llama_ftype) for the header; for display only, llama.cpp reads each tensor's own type
 FILE_TYPE_IDS = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "MXFP4": 38, "Q4_K": 15, "Q4_K_M": 15, "Q5_K": 17, "Q6_K": 18,
-                 "IQ4_NL": 25, "IQ4_XS": 30}
+                 "IQ4_NL": 25, "IQ4_XS": 30, "BF16": 32}
 KVALUES_IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
 DEFAULT_NAME = "llmbook family test"   # never "phi3"/"phi-3": llama.cpp keys token attributes off general.name
 

@@ -1,0 +1,67 @@
+"""Chapter 13's float kernels (`llmbook.floats`): F16, BF16 and F32 weights read in place; the one-token kernel and
+the batch kernel sum every dot product in one written-down order, so a token's row of a batch's product is the
+one-token product bit for bit (asserted exactly), on any thread count."""
+import numpy as np
+import pytest
+from llmbook.tensors import GGMLType, QTensor, f32_to_bf16
+from llmbook.quants import dequantize
+from llmbook.int8 import kernel_set
+from llmbook.runtime import set_threads
+from llmbook.floats import FloatMatrix, FLOAT_KERNELS
+
+pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="the float kernels are AVX2 code")
+TYPES = [GGMLType.F16, GGMLType.BF16, GGMLType.F32]
+
+
+def as_qtensor(W, t):
+    if t == GGMLType.BF16: return QTensor(f32_to_bf16(W).view(np.uint8).reshape(-1), t, W.shape)
+    return QTensor.from_array(W.astype(np.float16 if t == GGMLType.F16 else np.float32))
+
+
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("n_rows,n_tokens", [(1, 1), (5, 3), (37, 7), (64, 16), (130, 9)])
+def test_batch_rows_are_the_one_token_products(t, n_rows, n_tokens):
+    rng = np.random.default_rng(n_rows * 31 + n_tokens)
+    W = (rng.standard_normal((n_rows, 272)) * 0.1).astype(np.float32)
+    X = rng.standard_normal((n_tokens, 272)).astype(np.float32)
+    qt = as_qtensor(W, t); m = FloatMatrix(qt)
+    batch = m.matmul(X)
+    np.testing.assert_array_equal(batch, np.stack([m.matvec(x) for x in X]))
+    want = X.astype(np.float64) @ dequantize(qt).astype(np.float64).T
+    # float32 sums of 272 products against float64's: measured <= 3e-7 of the largest output here
+    assert np.abs(batch - want).max() <= 2e-6 * np.abs(want).max()
+    np.testing.assert_array_equal(m.rows(np.arange(n_rows)[::-1]), dequantize(qt).reshape(n_rows, 272)[::-1])
+
+
+@pytest.mark.parametrize("t", TYPES)
+def test_wide_rows_in_chunks(t):
+    "Rows wider than the batch kernel's chunk of k (_KC): the sums wait between chunks and still give the same bits."
+    from llmbook.floats import _KC
+    rng = np.random.default_rng(5)
+    n = 2 * _KC + 32
+    W = (rng.standard_normal((13, n)) * 0.05).astype(np.float32); X = rng.standard_normal((6, n)).astype(np.float32)
+    m = FloatMatrix(as_qtensor(W, t))
+    np.testing.assert_array_equal(m.matmul(X), np.stack([m.matvec(x) for x in X]))
+
+
+@pytest.mark.parametrize("t", TYPES)
+def test_stacked_in_place_and_threads(t):
+    "q|k|v stacked from one buffer without a copy; one thread and all threads give the same bits."
+    rng = np.random.default_rng(3)
+    W = (rng.standard_normal((96, 128)) * 0.1).astype(np.float32)
+    whole = as_qtensor(W, t)
+    row = whole.data.size // 96
+    parts = [QTensor(whole.data[a * row: b * row], t, (b - a, 128)) for a, b in ((0, 64), (64, 80), (80, 96))]
+    m = FloatMatrix(*parts)
+    assert np.shares_memory(m.w, whole.data) and m.shape == (96, 128)
+    x = rng.standard_normal(128).astype(np.float32)
+    n = set_threads(); a = m.matvec(x)
+    set_threads(1); b = m.matvec(x); set_threads(n)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, FloatMatrix(whole).matvec(x))
+
+
+def test_bad_shapes_are_refused():
+    with pytest.raises(ValueError, match="multiple of"): FloatMatrix(as_qtensor(np.zeros((4, 12), np.float32), GGMLType.F16))
+    with pytest.raises(NotImplementedError, match="no float kernel"): FloatMatrix(QTensor(np.zeros(34, np.uint8), GGMLType.Q8_0, (1, 32)))
+    assert set(FLOAT_KERNELS) == set(TYPES)
