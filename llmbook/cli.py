@@ -376,6 +376,8 @@ def _bench_args(p: argparse.ArgumentParser):
                    help="tokens in the prompt (default 64)")
     p.add_argument("--gen-tokens", type=int, default=64, metavar="N", help="tokens to generate (default 64)")
     p.add_argument("--repeat", type=int, default=3, metavar="N", help="runs; the best counts (default 3)")
+    p.add_argument("--depth", type=int, default=0, metavar="N",
+                   help="tokens already in the context before the prompt: attention deep in a context (default 0)")
     p.add_argument("--cold", action="store_true",
                    help="also time a fresh process compiling the kernels on an empty numba cache")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
@@ -406,13 +408,14 @@ def _bench_numbers(args) -> dict:
     "Load `--model` and measure it: `benchmark`'s numbers, the load time and the state of numba's cache."
     for name in ("prompt_tokens", "gen_tokens", "repeat"):
         if getattr(args, name) < 1: raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
-    n_ctx = args.ctx or args.prompt_tokens + args.gen_tokens + 2
+    if args.depth < 0: raise ValueError("--depth must be at least 0")
+    n_ctx = args.ctx or args.depth + args.prompt_tokens + args.gen_tokens + 2
     t0 = time.perf_counter()
     with _Notice(f"loading {args.model or 'the default model'}"):
         m = load(args.model, n_threads=args.threads, n_ctx=n_ctx, kernels=args.kernels, cache_type=args.cache_type)
     load_s = time.perf_counter() - t0
     with _Notice("measuring (a first run also compiles the numba kernels: a minute or two)"):
-        r = benchmark(m, args.prompt_tokens, args.gen_tokens, args.repeat)
+        r = benchmark(m, args.prompt_tokens, args.gen_tokens, args.repeat, depth=args.depth)
     cache = numba_cache_stats()
     r.update(model=str(m.gguf.path), arch=m.config.arch, load_s=load_s,
              numba_cache="cold" if cache["compiled"] else "warm",
@@ -438,7 +441,8 @@ def _run_bench(args) -> int:
     if args.cold:
         print(f"cold      {r['cold_start_s']:.1f} s for a fresh process on an empty numba cache (import, load, compile)")
     print(f"prefill   {r['prefill']:8.1f} tokens/s  ({r['n_prompt']} tokens)")
-    print(f"decode    {r['decode']:8.1f} tokens/s  ({r['n_gen']} tokens, {r['ms_per_token']:.1f} ms per token)")
+    print(f"decode    {r['decode']:8.1f} tokens/s  ({r['n_gen']} tokens, {r['ms_per_token']:.1f} ms per token)"
+          + (f", {r['depth']:,} tokens deep in the context" if r["depth"] else ""))
     print(f"cpu       {r['cpu']['model']} ({', '.join(r['cpu']['isa']) or 'no SIMD flags read'})")
     if "decode_gb_s" in r:
         print(f"memory    a decode step reads {r['decode_bytes'] / 1e6:.0f} MB of weights: {r['decode_gb_s']:.1f} GB/s, "

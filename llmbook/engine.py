@@ -393,28 +393,32 @@ def numba_cache_stats() -> dict:
                 loaded += sum(stats.cache_hits.values()); compiled += sum(stats.cache_misses.values())
     return {"loaded": loaded, "compiled": compiled}
 
-def benchmark(model: Model, n_prompt: int = 64, n_gen: int = 64, repeat: int = 2, seed: int = 0) -> dict:
-    "Prefill and decode speed of `model` in tokens/s (best of `repeat`): a random prompt, then greedy decoding."
+def benchmark(model: Model, n_prompt: int = 64, n_gen: int = 64, repeat: int = 2, seed: int = 0, depth: int = 0) -> dict:
+    """Prefill and decode speed of `model` in tokens/s (best of `repeat`): a random prompt, then greedy decoding;
+    `depth` tokens already in the cache first (filled once, not timed), to measure attention deep in a context."""
     for name, v in (("n_prompt", n_prompt), ("n_gen", n_gen), ("repeat", repeat)):
         if not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if n_prompt + n_gen > model.n_ctx:
-        raise ValueError(f"{n_prompt} prompt + {n_gen} generated tokens do not fit in the context of {model.n_ctx}")
-    prompt = np.random.default_rng(seed).integers(0, model.config.n_vocab, n_prompt)
-    cache = model.new_cache(n_prompt + n_gen + 2)
+    if not isinstance(depth, (int, np.integer)) or depth < 0: raise ValueError(f"depth must be an integer >= 0, got {depth!r}")
+    if depth + n_prompt + n_gen > model.n_ctx:
+        raise ValueError(f"{depth} tokens of depth + {n_prompt} prompt + {n_gen} generated tokens do not fit in the context of {model.n_ctx}")
+    prompt = np.random.default_rng(seed).integers(0, model.config.n_vocab, depth + n_prompt)
+    cache = model.new_cache(depth + n_prompt + n_gen + 2)
     t0 = time.perf_counter()
     model.forward(prompt[:2], cache, n_out=1); model.forward(prompt[2:3], cache)   # both paths: batch and one token
     first = time.perf_counter() - t0
+    cache.rewind(0)
+    for i in range(0, depth, 512): model.forward(prompt[i:min(i + 512, depth)], cache, n_out=1)   # the context, once
     prefill = decode = float("inf")
     for _ in range(repeat):
-        cache.rewind(0)
+        cache.rewind(depth)
         t0 = time.perf_counter()
-        token = int(np.argmax(model.forward(prompt, cache, n_out=1)[-1]))
+        token = int(np.argmax(model.forward(prompt[depth:], cache, n_out=1)[-1]))
         t1 = time.perf_counter()
         for _ in range(n_gen):
             token = int(np.argmax(model.forward([token], cache)[-1]))
         t2 = time.perf_counter()
         prefill, decode = min(prefill, t1 - t0), min(decode, t2 - t1)
     return dict(prefill=n_prompt / prefill, decode=n_gen / decode, ms_per_token=1e3 * decode / n_gen,
-                first_pass_s=first, n_prompt=n_prompt, n_gen=n_gen, backend=model.backend, threads=model.n_threads,
+                first_pass_s=first, n_prompt=n_prompt, n_gen=n_gen, depth=depth, backend=model.backend, threads=model.n_threads,
                 threading_layer=R.threading_layer(), kernels=getattr(model.engine, "kernels", None),
                 decode_bytes=getattr(model.engine, "decode_bytes", None))

@@ -16,7 +16,14 @@ README.md (`python tools/docs_html.py --readme`).
 
     python tools/bench_index.py --write            # measure, then write bench/speed.json
 
-The Llama-3.2-1B-shaped file is `bench/make_llama1b.py`'s (random weights: speed only).
+The Llama-3.2-1B-shaped file is `bench/make_llama1b.py`'s (random weights: speed only). The rows for float weights
+and gpt-oss are measured when their files exist (`--models-dir`, default /work/models):
+
+    llmbook quantize --type F16 $(python -c "from llmbook.model import default_model_path as p; print(p())") smollm2-f16.gguf
+    $REFPY -c "import llama_cpp as l; p = l.llama_model_quantize_default_params(); p.ftype = 32; \
+               l.llama_model_quantize(b'smollm2-f16.gguf', b'smollm2-bf16.gguf', p)"      # llama.cpp's BF16
+    .venv/bin/python bench/make_llama1b.py --keep-f16 llama1b-f16.gguf
+    .venv/bin/python bench/make_gptoss.py gptoss-4l-f16attn.gguf --layers 4 --vocab 49152 --attn-type F16
 """
 import argparse, datetime, json, os, subprocess, sys, tempfile
 from pathlib import Path
@@ -45,6 +52,10 @@ run()                                                  # warm-up
 best = [min(t) for t in zip(*(run() for _ in range(repeat)))]
 print(json.dumps(dict(prefill=n_prompt / best[0], decode=n_gen / best[1], version=llama_cpp.__version__)))
 """
+
+EXTRA_MODELS = [("SmolLM2-135M-Instruct F16", "smollm2-f16.gguf"), ("SmolLM2-135M-Instruct BF16", "smollm2-bf16.gguf"),
+                ("Llama-3.2-1B-shaped F16 (random weights)", "llama1b-f16.gguf"),
+                ("gpt-oss-20b-shaped, 4 of 24 layers, MXFP4 experts, F16 attention (random weights)", "gptoss-4l-f16attn.gguf")]
 
 def llmbook_side(path, a):
     cmd = [str(ROOT / ".venv" / "bin" / "llmbook"), "bench", "--model", str(path), "--threads", str(a.threads),
@@ -79,6 +90,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="processes per side, alternating (best counts)")
     ap.add_argument("--refpy", default=os.environ.get("REFPY", "/work/refvenv/bin/python"))
     ap.add_argument("--llama1b", default="/work/models/llama1b-q4_k_m.gguf", help="bench/make_llama1b.py's file (skipped if absent)")
+    ap.add_argument("--models-dir", default="/work/models", help="where the float-weight and gpt-oss files are (each skipped if absent)")
     ap.add_argument("--write", nargs="?", const=str(SPEED_JSON), default=None, metavar="PATH",
                     help=f"write the measurements as JSON (default PATH: {SPEED_JSON.relative_to(ROOT)}, the index's table)")
     a = ap.parse_args()
@@ -86,6 +98,7 @@ def main():
     print(f"load average before: {load:.1f} on {os.cpu_count()} cores", file=sys.stderr)
     models = [("SmolLM2-135M-Instruct Q4_1", smollm2_file()), ("Gemma 3 270M Q4_K_M", gemma3_file())]
     if Path(a.llama1b).is_file(): models.append(("Llama-3.2-1B-shaped Q4_K_M (random weights)", Path(a.llama1b)))
+    models += [(name, Path(a.models_dir) / f) for name, f in EXTRA_MODELS if (Path(a.models_dir) / f).is_file()]
     rows, version = [], None
     for name, path in models:
         if path is None: print(f"| {name} | {a.threads} | (model not installed) ||||||"); continue
