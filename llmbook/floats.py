@@ -155,6 +155,7 @@ def _four_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at):
     _store(a20, A, at + 8 * LANES); _store(a21, A, at + 9 * LANES); _store(a22, A, at + 10 * LANES); _store(a23, A, at + 11 * LANES)
     _store(a30, A, at + 12 * LANES); _store(a31, A, at + 13 * LANES); _store(a32, A, at + 14 * LANES); _store(a33, A, at + 15 * LANES)
 
+# %% ../nbs/2_13_floats.ipynb #a56f2724
 @njit(cache=True, parallel=True)
 def _gemm_float(kind, w, rows_at, X, out, col0):
     "out[:, col0:col0 + n_rows] = X @ W.T for the float weights of `kind`, rows at byte offsets `rows_at` of `w`."
