@@ -422,7 +422,7 @@ def _bench_numbers(args) -> dict:
              kernels_compiled=cache["compiled"], kernels_loaded=cache["loaded"])
     # the limit decode runs into (chapter 11): bytes a step reads x steps per second, against what this machine reads
     r.update(cpu=cpu_summary(), read_gb_s=read_bandwidth(m.n_threads))
-    if r["decode_bytes"]: r["decode_gb_s"] = r["decode_bytes"] * r["decode"] / 1e9
+    if r["decode_bytes"]: r["decode_gb_s"] = (r["decode_bytes"] + r["decode_kv_bytes"]) * r["decode"] / 1e9
     if args.cold:
         with _Notice("timing a fresh process on an empty numba cache (it compiles every kernel: a minute or so)"):
             r["cold_start_s"] = _cold_start_seconds(args.model, args.threads)
@@ -445,7 +445,8 @@ def _run_bench(args) -> int:
           + (f", {r['depth']:,} tokens deep in the context" if r["depth"] else ""))
     print(f"cpu       {r['cpu']['model']} ({', '.join(r['cpu']['isa']) or 'no SIMD flags read'})")
     if "decode_gb_s" in r:
-        print(f"memory    a decode step reads {r['decode_bytes'] / 1e6:.0f} MB of weights: {r['decode_gb_s']:.1f} GB/s, "
+        print(f"memory    a decode step reads {r['decode_bytes'] / 1e6:.0f} MB of weights and {r['decode_kv_bytes'] / 1e6:.0f} MB "
+              f"of keys and values: {r['decode_gb_s']:.1f} GB/s, "
               f"{r['decode_gb_s'] / r['read_gb_s']:.0%} of the {r['read_gb_s']:.1f} GB/s this machine reads on "
               f"{r['threads']} threads")
     return 0

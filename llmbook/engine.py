@@ -393,6 +393,11 @@ def numba_cache_stats() -> dict:
                 loaded += sum(stats.cache_hits.values()); compiled += sum(stats.cache_misses.values())
     return {"loaded": loaded, "compiled": compiled}
 
+def _kv_bytes_read(cache: KVCache, n_pos: int) -> int:
+    "Bytes of keys and values a decode step reads at position `n_pos`: its full-attention layers' first n_pos, and the rings whole."
+    per_pos = (cache.k.nbytes + cache.v.nbytes) // max(cache.k.shape[2], 1)
+    return int(per_pos * n_pos + cache.k_ring.nbytes + cache.v_ring.nbytes)
+
 def benchmark(model: Model, n_prompt: int = 64, n_gen: int = 64, repeat: int = 2, seed: int = 0, depth: int = 0) -> dict:
     """Prefill and decode speed of `model` in tokens/s (best of `repeat`): a random prompt, then greedy decoding;
     `depth` tokens already in the cache first (filled once, not timed), to measure attention deep in a context."""
@@ -419,6 +424,7 @@ def benchmark(model: Model, n_prompt: int = 64, n_gen: int = 64, repeat: int = 2
         t2 = time.perf_counter()
         prefill, decode = min(prefill, t1 - t0), min(decode, t2 - t1)
     return dict(prefill=n_prompt / prefill, decode=n_gen / decode, ms_per_token=1e3 * decode / n_gen,
-                first_pass_s=first, n_prompt=n_prompt, n_gen=n_gen, depth=depth, backend=model.backend, threads=model.n_threads,
+                first_pass_s=first, n_prompt=n_prompt, n_gen=n_gen, depth=depth, backend=model.backend,
+                decode_kv_bytes=_kv_bytes_read(cache, depth + n_prompt + n_gen // 2), threads=model.n_threads,
                 threading_layer=R.threading_layer(), kernels=getattr(model.engine, "kernels", None),
                 decode_bytes=getattr(model.engine, "decode_bytes", None))
