@@ -107,11 +107,16 @@ def _vsum(typingctx, acc):
 # %% ../nbs/2_13_floats.ipynb #93a1430f
 _AHEAD = 16                                   # rows asked for ahead of the ones being read
 
+@njit(inline="always")
+def _weight_bytes(kind):
+    "Bytes of one weight of `kind`: 2 for F16 and BF16, 4 for F32 (a constant where `kind` is)."
+    return 4 if kind == "f32" else 2
+
 @njit(cache=True, parallel=True)
 def _matvec_float(kind, w, rows_at, x, out):
     "out = W @ x for the float weights of `kind`, rows at byte offsets `rows_at` of `w`."
     numba.literally(kind)
-    size = 2 if kind != "f32" else 4
+    size = _weight_bytes(kind)
     n = x.size; last = rows_at.size - 1
     for g in prange((last + 4) // 4):
         r0 = 4 * g; r1 = min(r0 + 1, last); r2 = min(r0 + 2, last); r3 = min(r0 + 3, last)
@@ -130,7 +135,7 @@ _KC = 1024          # positions of k widened at a time: four rows' chunk (16 KB 
 @njit(inline="always")
 def _widen_rows(kind, w, o0, o1, o2, o3, n, T):
     "n weights from byte offsets o0..o3 of `w` into the buffer T, one row after another, as float32."
-    size = 2 if kind != "f32" else 4
+    size = _weight_bytes(kind)
     for k in range(0, n, LANES):
         b = size * k
         _store(_widen_lanes(kind, w, o0 + b), T, k); _store(_widen_lanes(kind, w, o1 + b), T, n + k)
@@ -160,7 +165,7 @@ def _four_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at):
 def _gemm_float(kind, w, rows_at, X, out, col0):
     "out[:, col0:col0 + n_rows] = X @ W.T for the float weights of `kind`, rows at byte offsets `rows_at` of `w`."
     numba.literally(kind)
-    size = 2 if kind != "f32" else 4
+    size = _weight_bytes(kind)
     n = X.shape[1]; last = rows_at.size - 1; lt = X.shape[0] - 1
     n_blocks = (lt + 4) // 4                                # blocks of 4 tokens
     n_groups = (last + 4) // 4; n_tasks = min(n_groups, 64)
@@ -186,7 +191,7 @@ def _gemm_float(kind, w, rows_at, X, out, col0):
 def _rows_float(kind, w, rows_at, ids, out):
     "out[i] = row ids[i] as float32."
     numba.literally(kind)
-    size = 2 if kind != "f32" else 4
+    size = _weight_bytes(kind)
     for i in range(ids.size):
         o = rows_at[ids[i]]
         for k in range(0, out.shape[1], LANES): _store(_widen_lanes(kind, w, o + size * k), out[i], k)
