@@ -17,7 +17,7 @@ from .gguf import GGUFFile
 from .kvcache import ContextFullError, KVSnapshot
 from .model import Model, default_model_path
 from .tokenizer import Tokenizer, TokenizerError, StreamDecoder
-from .sampling import Sampler, SamplerSettings
+from .sampling import Sampler, SamplerSettings, most_likely_first
 
 # %% ../nbs/1_10_generate.ipynb #54a1ea34
 class LLM(Model):
@@ -104,14 +104,19 @@ class TokenStep:
     "One step of a token-level stream: the sampled token, the text it completed, and the sampler's choice."
     token: int | None                  # None: text held back until the end, released without a token of its own
     piece: str = ""                    # the text this token completed ("" inside a character, or for an EOG token)
-    candidates: tuple | None = None    # (ids, probs) the sampler drew from, most likely first (with details=True)
+    drawn: tuple | None = None         # (ids, probs) the sampler drew from, in its order (with details=True)
     prob: float = 0.0                  # the chosen token's probability among them
     logprob: float | None = None       # with logprobs=N: the token's log-probability under the model's logits
     top_logprobs: list | None = None   # ... and the N most likely tokens: [(id, logprob)], best first
     reasoning: str = ""                # with a reply format: the reasoning this token completed (`piece`: the answer's)
 
+    @property
+    def candidates(self):
+        "`drawn`, most likely first: sorted when read, so that a stream nobody inspects pays nothing per token."
+        return None if self.drawn is None else most_likely_first(*self.drawn)
+
 def _chosen(sampler: Sampler, token: int):
-    ids, probs = sampler.last_candidates
+    ids, probs = sampler.last_drawn
     return (ids, probs), float(probs[ids == token].sum())
 
 class Stream:
