@@ -44,3 +44,18 @@ def test_peaked_scores():
     out = np.empty_like(q)
     tiled_attention(q, k, v, 0, 30, 0.125, 0, out)
     np.testing.assert_allclose(out, reference(q, k, v, 0, 30, 0.125, 0), rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("hd", [24, 40, 72, 96])
+@pytest.mark.parametrize("cache", ["f32", "f16"])
+def test_head_lengths_lanes_do_not_divide(hd, cache):
+    """Head lengths that the vector width (8 or 16 lanes) does not divide (24, 40, 72: the last few products one by
+    one) or does (96), over an f32 cache and over f16 bits read in place: the float64 reference, and one answer (the
+    last token alone gives the batch's bits)."""
+    q, k, v = make(30, 6, 2, hd, 450, seed=hd)
+    if cache == "f16": k, v = k.astype(np.float16), v.astype(np.float16)
+    kb, vb = (k.view(np.uint16), v.view(np.uint16)) if cache == "f16" else (k, v)
+    out, one = np.empty_like(q), np.empty_like(q[-1:])
+    tiled_attention(q, kb, vb, 1, 450, hd**-0.5, 0, out)
+    tiled_attention(q[-1:], kb, vb, 1, 479, hd**-0.5, 0, one)
+    np.testing.assert_allclose(out, reference(q, k.astype(np.float32), v.astype(np.float32), 1, 450, hd**-0.5, 0), rtol=1e-4, atol=1e-4)
+    assert np.array_equal(one[0], out[-1])
