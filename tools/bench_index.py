@@ -15,6 +15,11 @@ prefill and decode tokens/s of both sides. Then re-run the index (`python tools/
 README.md (`python tools/docs_html.py --readme`).
 
     python tools/bench_index.py --write            # measure, then write bench/speed.json
+    python tools/bench_index.py --depth 8000 --write   # only the row of a decode step deep in a context, into it
+
+`--depth N` measures the embedded SmolLM2's decode after N tokens already in the context (n_ctx N + 192): each
+side fills its cache with N random token ids, then times `--gen-tokens` single-token steps (their total); the
+row is kept in bench/speed.json beside the others ("depth"), and a later full run keeps it.
 
 The Llama-3.2-1B-shaped file is `bench/make_llama1b.py`'s (random weights: speed only). The rows for float weights
 and gpt-oss are measured when their files exist (`--models-dir`, default /work/models):
@@ -52,6 +57,36 @@ run()                                                  # warm-up
 best = [min(t) for t in zip(*(run() for _ in range(repeat)))]
 print(json.dumps(dict(prefill=n_prompt / best[0], decode=n_gen / best[1], version=llama_cpp.__version__)))
 """
+
+LLAMA_CPP_DEPTH = r"""
+import json, sys, time, numpy as np
+import llama_cpp
+from llama_cpp import Llama
+path, depth, n_gen, threads = sys.argv[1], *map(int, sys.argv[2:5])
+llm = Llama(model_path=path, n_ctx=depth + 192, n_threads=threads, n_threads_batch=threads, n_batch=512, verbose=False)
+ids = np.random.default_rng(0).integers(100, llm.n_vocab() - 100, depth + n_gen).tolist()
+llm.reset(); llm.eval(ids[:depth])
+t0 = time.perf_counter()
+for t in ids[depth:]: llm.eval([t])
+print(json.dumps(dict(decode=n_gen / (time.perf_counter() - t0), version=llama_cpp.__version__)))
+"""
+
+def measure_depth(path, depth, a):
+    "Decode tokens/s of both sides after `depth` tokens, alternating for `a.rounds` rounds; the best of each counts."
+    ours = ref = 0.0; version = None
+    for _ in range(a.rounds):
+        cmd = [str(ROOT / ".venv" / "bin" / "llmbook"), "bench", "--model", str(path), "--threads", str(a.threads),
+               "--ctx", str(depth + 192), "--depth", str(depth), "--prompt-tokens", "16", "--gen-tokens", str(a.gen_tokens),
+               "--repeat", "1", "--json"]
+        r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+        ours, kernels = max(ours, r["decode"]), r["kernels"]
+        with tempfile.TemporaryDirectory() as empty:
+            out = subprocess.run([a.refpy, "-c", LLAMA_CPP_DEPTH, str(path), str(depth), str(a.gen_tokens), str(a.threads)],
+                                 capture_output=True, text=True, cwd=empty)
+        if out.returncode: sys.exit(f"llama.cpp side failed:\n{out.stderr[-2000:]}")
+        r = json.loads(out.stdout.strip().splitlines()[-1]); ref, version = max(ref, r["decode"]), r["version"]
+    return dict(name=f"SmolLM2-135M-Instruct Q4_1, a decode step after {depth:,} tokens", kernels=kernels, depth=depth,
+                llmbook=dict(prefill=None, decode=round(ours, 1)), llama_cpp=dict(prefill=None, decode=round(ref, 1))), version
 
 EXTRA_MODELS = [("SmolLM2-135M-Instruct F16", "smollm2-f16.gguf"), ("SmolLM2-135M-Instruct BF16", "smollm2-bf16.gguf"),
                 ("Llama-3.2-1B-shaped F16 (random weights)", "llama1b-f16.gguf"),
@@ -91,11 +126,22 @@ def main():
     ap.add_argument("--refpy", default=os.environ.get("REFPY", "/work/refvenv/bin/python"))
     ap.add_argument("--llama1b", default="/work/models/llama1b-q4_k_m.gguf", help="bench/make_llama1b.py's file (skipped if absent)")
     ap.add_argument("--models-dir", default="/work/models", help="where the float-weight and gpt-oss files are (each skipped if absent)")
+    ap.add_argument("--depth", type=int, default=None, metavar="N",
+                    help="only measure SmolLM2's decode after N tokens in the context, and keep the others' rows")
     ap.add_argument("--write", nargs="?", const=str(SPEED_JSON), default=None, metavar="PATH",
                     help=f"write the measurements as JSON (default PATH: {SPEED_JSON.relative_to(ROOT)}, the index's table)")
     a = ap.parse_args()
     load = os.getloadavg()[0]
     print(f"load average before: {load:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    if a.depth is not None:                       # one row, put into the table as it stands
+        row, version = measure_depth(smollm2_file(), a.depth, a)
+        print(f"| {row['name']} | {a.threads} | {row['kernels']} | | | {row['llmbook']['decode']:.1f} | {row['llama_cpp']['decode']:.1f} |")
+        if a.write:
+            out = json.loads(Path(a.write).read_text(encoding="utf-8"))
+            out["depth"] = row
+            Path(a.write).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            print(f"wrote {a.write}: now python tools/execute_nbs.py index && python tools/docs_html.py --readme", file=sys.stderr)
+        return
     models = [("SmolLM2-135M-Instruct Q4_1", smollm2_file()), ("Gemma 3 270M Q4_K_M", gemma3_file())]
     if Path(a.llama1b).is_file(): models.append(("Llama-3.2-1B-shaped Q4_K_M (random weights)", Path(a.llama1b)))
     models += [(name, Path(a.models_dir) / f) for name, f in EXTRA_MODELS if (Path(a.models_dir) / f).is_file()]
@@ -114,6 +160,8 @@ def main():
                    method=dict(prompt_tokens=a.prompt_tokens, gen_tokens=a.gen_tokens, repeat=a.repeat, rounds=a.rounds,
                                load_average_before=round(load, 1)),
                    models=rows)
+        if Path(a.write).is_file() and "depth" in (old := json.loads(Path(a.write).read_text(encoding="utf-8"))):
+            out["depth"] = old["depth"]              # the row of --depth, measured on its own
         Path(a.write).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {a.write}: now python tools/execute_nbs.py index && python tools/docs_html.py --readme", file=sys.stderr)
 
