@@ -1091,10 +1091,10 @@ INTERLEAVED[GGMLType.Q6_K] = (_repack_q6_k_x8, _matvec_q6_k_x8, _gemm_q6_k_x8, _
 _X40_BYTES, _X50_BYTES, _X80_BYTES = 160, 192, 288   # one group: 8 rows x one block of 32 weights and 8 float32 scales
 _X41_BYTES = 192                                   # Q4_1: and its 8 minimums, float32 too, at byte 128
 _X0_GROUP = _per_type({GGMLType.Q4_0: _X40_BYTES, GGMLType.Q4_1: _X41_BYTES, GGMLType.Q5_0: _X50_BYTES,
-                       GGMLType.Q8_0: _X80_BYTES, GGMLType.MXFP4: _X40_BYTES})
-_X0_OFFSET = _per_type({GGMLType.Q4_0: 8, GGMLType.Q5_0: 16, GGMLType.MXFP4: 12})   # a level l means (l - offset) * d (Q8_0's are signed)
+                       GGMLType.Q8_0: _X80_BYTES, GGMLType.MXFP4: _X40_BYTES, GGMLType.IQ4_NL: _X40_BYTES})
+_X0_OFFSET = _per_type({GGMLType.Q4_0: 8, GGMLType.Q5_0: 16, GGMLType.MXFP4: 12})   # a level l means (l - offset) * d (Q8_0's, IQ4_NL's are signed)
 _X0_LEVELS_AT = _per_type({GGMLType.Q4_0: 2, GGMLType.Q4_1: 4, GGMLType.Q5_0: 6, GGMLType.Q8_0: 2,
-                           GGMLType.MXFP4: 1})                                    # where a block's levels start in the file
+                           GGMLType.MXFP4: 1, GGMLType.IQ4_NL: 2})                # where a block's levels start in the file
 _E8M0_HALF = e8m0_half(np.arange(256, dtype=np.uint8))[:, 0].copy()      # MXFP4's scale byte -> its float32 (chapter 03)
 
 @njit(cache=True, parallel=True)
@@ -1139,6 +1139,10 @@ def _repack_q8_0_x8(w, rows_at, n_cols, out):
 def _repack_mxfp4_x8(w, rows_at, n_cols, out):
     "The MXFP4 rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (`_repack_x0`'s layout)."
     _repack_x0(_MXFP4, w, rows_at, n_cols, out)
+@njit(cache=True)
+def _repack_iq4_nl_x8(w, rows_at, n_cols, out):
+    "The IQ4_NL rows of `w` at `rows_at`, repacked 8 rows interleaved into `out` (`_repack_x0`'s layout)."
+    _repack_x0(_IQ4_NL, w, rows_at, n_cols, out)
 
 # %% ../nbs/2_13_int8.ipynb #4deacaeb
 def _dot_pair(builder, total, u0, s0, u1, s1):
@@ -1156,9 +1160,10 @@ def _dot_signed(builder, total, q, x):
 # %% ../nbs/2_13_int8.ipynb #65cec113
 def _x0_x8_code(kind, builder, pw, tokens):
     """The dots of the 8 rows of the group at `pw` with each token of `tokens` (acc, px, ps, dx as for Q4_K; ps: its
-    sums of 32), for the five types at once (`kind` a type id)."""
+    sums of 32), for the six types at once (`kind` a type id)."""
     group, off = _X0_GROUP[kind], _X0_OFFSET[kind]
     table = ir.Constant(_V32I8, [int(v) + off for v in MXFP4_LEVELS] * 2)   # MXFP4's levels, made unsigned by the offset
+    iq4 = ir.Constant(_V32I8, [int(v) for v in IQ4_LEVELS] * 2)             # IQ4_NL's, signed
     out = []
     for acc, px, ps, dx in tokens:
         total = ir.Constant(_V8I32, [0] * 8)
@@ -1172,8 +1177,13 @@ def _x0_x8_code(kind, builder, pw, tokens):
                 if kind == _Q5_0:
                     lo = builder.or_(lo, _bits_to_bytes(builder, _at(builder, pw, 128 + 8 * h, _I32), 16))
                     hi = builder.or_(hi, _bits_to_bytes(builder, _at(builder, pw, 132 + 8 * h, _I32), 16))
+                x0, x1 = _broadcast4(builder, px, 4 * h), _broadcast4(builder, px, 16 + 4 * h)
+                if kind == _IQ4_NL:                     # signed levels from IQ4's table: one signed product each
+                    lo, hi = (_x86(builder, "llvm.x86.avx2.pshuf.b", _V32I8, iq4, v) for v in (lo, hi))
+                    total = _dot_signed(builder, _dot_signed(builder, total, lo, x0), hi, x1)
+                    continue
                 if kind == _MXFP4: lo, hi = (_x86(builder, "llvm.x86.avx2.pshuf.b", _V32I8, table, v) for v in (lo, hi))
-                total = _dot_pair(builder, total, lo, _broadcast4(builder, px, 4 * h), hi, _broadcast4(builder, px, 16 + 4 * h))
+                total = _dot_pair(builder, total, lo, x0, hi, x1)
         if off:
             xsum = builder.mul(builder.sext(_at(builder, ps, 0, _I16), _I32), ir.Constant(_I32, off))
             total = builder.sub(total, _splat(builder, xsum, _V8I32))             # the levels' offset: off x sum(x)
@@ -1186,7 +1196,7 @@ def _x0_x8_code(kind, builder, pw, tokens):
         out.append(acc)
     return out
 
-for _name in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4"):           # sums of 32; no prefetch: a group is 160-288 bytes
+for _name in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4", "IQ4_NL"): # sums of 32; no prefetch: a group is 160-288 bytes
     _x8_code(_name, _X0_GROUP[GGMLType[_name]], sums=32, prefetch=False)(partial(_x0_x8_code, int(GGMLType[_name])))
 
 # %% ../nbs/2_13_int8.ipynb #bf33c499
@@ -1201,6 +1211,8 @@ def _matvec_q8_0_x8(wp, n_rows, x, out): _matvec_x8(_Q8_0, wp, n_rows, x, out)
 @njit(cache=True)
 def _matvec_mxfp4_x8(wp, n_rows, x, out): _matvec_x8(_MXFP4, wp, n_rows, x, out)
 @njit(cache=True)
+def _matvec_iq4_nl_x8(wp, n_rows, x, out): _matvec_x8(_IQ4_NL, wp, n_rows, x, out)
+@njit(cache=True)
 def _gemm_q4_0_x8(wp, n_rows, X, out, col0): _gemm_x8(_Q4_0, wp, n_rows, X, out, col0)
 @njit(cache=True)
 def _gemm_q4_1_x8(wp, n_rows, X, out, col0): _gemm_x8(_Q4_1, wp, n_rows, X, out, col0)
@@ -1210,6 +1222,8 @@ def _gemm_q5_0_x8(wp, n_rows, X, out, col0): _gemm_x8(_Q5_0, wp, n_rows, X, out,
 def _gemm_q8_0_x8(wp, n_rows, X, out, col0): _gemm_x8(_Q8_0, wp, n_rows, X, out, col0)
 @njit(cache=True)
 def _gemm_mxfp4_x8(wp, n_rows, X, out, col0): _gemm_x8(_MXFP4, wp, n_rows, X, out, col0)
+@njit(cache=True)
+def _gemm_iq4_nl_x8(wp, n_rows, X, out, col0): _gemm_x8(_IQ4_NL, wp, n_rows, X, out, col0)
 
 # %% ../nbs/2_13_int8.ipynb #8f6b0c44
 INTERLEAVED[GGMLType.Q4_0] = (_repack_q4_0_x8, _matvec_q4_0_x8, _gemm_q4_0_x8, _X40_BYTES)
@@ -1217,3 +1231,65 @@ INTERLEAVED[GGMLType.Q4_1] = (_repack_q4_1_x8, _matvec_q4_1_x8, _gemm_q4_1_x8, _
 INTERLEAVED[GGMLType.Q5_0] = (_repack_q5_0_x8, _matvec_q5_0_x8, _gemm_q5_0_x8, _X50_BYTES)
 INTERLEAVED[GGMLType.Q8_0] = (_repack_q8_0_x8, _matvec_q8_0_x8, _gemm_q8_0_x8, _X80_BYTES)
 INTERLEAVED[GGMLType.MXFP4] = (_repack_mxfp4_x8, _matvec_mxfp4_x8, _gemm_mxfp4_x8, _X40_BYTES)
+INTERLEAVED[GGMLType.IQ4_NL] = (_repack_iq4_nl_x8, _matvec_iq4_nl_x8, _gemm_iq4_nl_x8, _X40_BYTES)
+
+# %% ../nbs/2_13_int8.ipynb #b50b9997
+_XS_BYTES = 1120          # one group: 8 rows x one IQ4_XS super-block of 256 weights (8 x 136 bytes in the file)
+
+@njit(cache=True, parallel=True)
+def _repack_iq4_xs_x8(w, rows_at, n_cols, out):
+    "IQ4_XS rows (file blocks at byte offsets `rows_at`, 8k rows) -> `out`: groups of 8 rows, block by block, interleaved."
+    nb, n_groups = n_cols // 256, rows_at.size // 8
+    d = out.view(np.float32)
+    for g in prange(n_groups):
+        for b in range(nb):
+            o = (g * nb + b) * _XS_BYTES
+            for r in range(8):
+                src = rows_at[8 * g + r] + 136 * b
+                d[(o + 1088) // 4 + r] = _f16_at(w, src)
+                high = np.int32(w[src + 2]) | (np.int32(w[src + 3]) << 8)          # scales_h: 2 bits per sub-block
+                for j in range(8):
+                    low = (np.int32(w[src + 4 + j // 2]) >> (4 * (j % 2))) & 15
+                    out[o + 1024 + 8 * j + r] = np.uint8(((low | (((high >> (2 * j)) & 3) << 4)) - 32) & 255)
+                    for h in range(4): _store_u32(out, o + 128 * j + 32 * h + 4 * r, _load_u32(w, src + 8 + 16 * j + 4 * h))
+
+# %% ../nbs/2_13_int8.ipynb #f14206da
+@_x8_code("IQ4_XS", _XS_BYTES, sums=32, prefetch=True)
+def _iq4_xs_x8_code(builder, pw, tokens):
+    "The dots of the 8 rows of the IQ4_XS group at `pw` with each token of `tokens` (acc, px, ps, dx as for Q4_K)."
+    zero, vnni, n = ir.Constant(_V8I32, [0] * 8), has_vnni(), len(tokens)
+    sign = lambda a, b: _x86(builder, "llvm.x86.avx2.psign.b", _V32I8, a, b)
+    iq4 = ir.Constant(_V32I8, [int(v) + (128 if vnni else 0) for v in IQ4_LEVELS] * 2)   # VNNI: unsigned, +128
+    pairs = _mask([i // 2 for i in range(16)])
+    totals = [zero] * n
+    for j in range(8):
+        sc8 = _at(builder, pw, 1024 + 8 * j, _V8I8)
+        sc = builder.sext(sc8, _V8I32) if vnni else builder.shuffle_vector(builder.sext(sc8, _V8I16), builder.sext(sc8, _V8I16), pairs)
+        s = [zero] * n
+        for h in range(4):
+            q = _at(builder, pw, 128 * j + 32 * h, _V32I8)
+            levels = [_x86(builder, "llvm.x86.avx2.pshuf.b", _V32I8, iq4, v)
+                      for v in (builder.and_(q, _const(_V32I8, 15)), builder.lshr(q, _const(_V32I8, 4)))]
+            for t, (_, px, _, _) in enumerate(tokens):
+                for l, x in zip(levels, (_broadcast4(builder, px, 32 * j + 4 * h), _broadcast4(builder, px, 32 * j + 16 + 4 * h))):
+                    if vnni: s[t] = _dpbusd(builder, s[t], l, x)
+                    else: totals[t] = builder.add(totals[t], _madd(builder, _maddubs(builder, sign(l, l), sign(x, l)), sc))
+        if vnni: totals = [builder.add(total, builder.mul(v, sc)) for total, v in zip(totals, s)]
+    if vnni:                                      # the offset, Σ_j scale_j × 128 Σx_j: two sub-blocks per vpmaddwd
+        both = _mask([i // 2 + 8 * (i % 2) for i in range(16)])
+        for j in range(0, 8, 2):
+            sa, sb = (builder.sext(_at(builder, pw, 1024 + 8 * i, _V8I8), _V8I16) for i in (j, j + 1))
+            m = builder.shuffle_vector(sa, sb, both)
+            for t, (_, _, ps, _) in enumerate(tokens):
+                pair = builder.bitcast(_splat(builder, _at(builder, ps, 2 * j, _I32), _V8I32), _V16I16)   # Σx of j, j+1
+                totals[t] = builder.sub(totals[t], builder.shl(_madd(builder, m, pair), _const(_V8I32, 7)))
+    d = _at(builder, pw, 1088, _V8F32)
+    return [_x86(builder, "llvm.fma.v8f32", _V8F32, builder.sitofp(total, _V8F32), builder.fmul(d, _splat(builder, dx, _V8F32)), acc)
+            for (acc, _, _, dx), total in zip(tokens, totals)]
+
+@njit(cache=True)
+def _matvec_iq4_xs_x8(wp, n_rows, x, out): _matvec_x8(_IQ4_XS, wp, n_rows, x, out)
+@njit(cache=True)
+def _gemm_iq4_xs_x8(wp, n_rows, X, out, col0): _gemm_x8(_IQ4_XS, wp, n_rows, X, out, col0)
+
+INTERLEAVED[GGMLType.IQ4_XS] = (_repack_iq4_xs_x8, _matvec_iq4_xs_x8, _gemm_iq4_xs_x8, _XS_BYTES)

@@ -16,7 +16,7 @@ from llvmlite import ir
 from fastcore.basics import patch
 from .tensors import GGMLType, QTensor, type_info
 from .quants import (BLOCK_Q4_0, BLOCK_Q4_1, BLOCK_Q5_0, BLOCK_Q5_1, BLOCK_Q8_0, BLOCK_Q4_K, BLOCK_Q5_K,
-                            BLOCK_Q6_K, BLOCK_Q2_K, BLOCK_Q3_K, BLOCK_MXFP4, unpack_bits, unpack_scales_k4)
+                            BLOCK_Q6_K, BLOCK_Q2_K, BLOCK_Q3_K, BLOCK_IQ4_NL, BLOCK_IQ4_XS, BLOCK_MXFP4, unpack_bits, unpack_scales_k4)
 from .runtime import choose_threading_layer
 
 # %% ../nbs/2_12_packed.ipynb #f8488b28
@@ -41,7 +41,8 @@ def random_qtensor(ggml_type, shape, seed: int = 0) -> QTensor:
 _BLOCK_DTYPES = {GGMLType.Q4_0: BLOCK_Q4_0, GGMLType.Q4_1: BLOCK_Q4_1, GGMLType.Q5_0: BLOCK_Q5_0,
                 GGMLType.Q5_1: BLOCK_Q5_1, GGMLType.Q8_0: BLOCK_Q8_0, GGMLType.Q4_K: BLOCK_Q4_K,
                 GGMLType.Q5_K: BLOCK_Q5_K, GGMLType.Q6_K: BLOCK_Q6_K,
-                GGMLType.Q2_K: BLOCK_Q2_K, GGMLType.Q3_K: BLOCK_Q3_K, GGMLType.MXFP4: BLOCK_MXFP4}
+                GGMLType.Q2_K: BLOCK_Q2_K, GGMLType.Q3_K: BLOCK_Q3_K, GGMLType.IQ4_NL: BLOCK_IQ4_NL,
+                GGMLType.IQ4_XS: BLOCK_IQ4_XS, GGMLType.MXFP4: BLOCK_MXFP4}
 
 # %% ../nbs/2_12_packed.ipynb #bc2077e6
 @intrinsic
