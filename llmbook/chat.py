@@ -88,23 +88,25 @@ def reply_format(self: LLM, template: str | None = None):
 @delegates(sampler_settings)
 def chat(self: Session, message, max_tokens: int | None = 256, stop=(), stream: bool = False,
          template: str | None = None, details: bool = False, cancel: threading.Event | None = None,
-         logprobs: int | None = None, grammar=None, **kwargs):
+         logprobs: int | None = None, grammar=None, draft=None, n_draft: int | None = None, **kwargs):
     """Add `message` (a str, the user's turn; or a message dict, or a list of them) to the conversation and
     generate the assistant's answer, which joins the conversation. A `Completion`, or a `Stream` as `generate`;
-    the sampling, `logprobs` and `grammar` arguments as `generate`."""
+    the sampling, `logprobs`, `grammar` and `draft` arguments as `generate`."""
     new = [{"role": "user", "content": message}] if isinstance(message, str) else \
           check_messages([message] if isinstance(message, dict) else message)
     messages = check_messages(self.messages + new)
     settings = sampler_settings(**kwargs)
     constraint = _constraint(grammar)                    # a bad constraint fails before the context changes
+    ahead = self._ahead(draft, n_draft)                  # and so does a bad draft
     self.reuse_prefix(self.model.chat_prompt(messages, template))
     def turn_done(c):                                    # the conversation changes only when a turn completes
         self.messages = messages + [{"role": "assistant", "content": str(c)}]
     fmt = self.model.reply_format(template)              # None: the whole reply is the answer
     if fmt is None:
         return self._start([], settings, max_tokens, stop, stream, details, cancel, on_done=turn_done,
-                           grammar=constraint, logprobs=logprobs)
-    steps = self._start([], settings, max_tokens, stop, True, True, cancel, grammar=constraint, logprobs=logprobs)
+                           grammar=constraint, logprobs=logprobs, ahead=ahead)
+    steps = self._start([], settings, max_tokens, stop, True, True, cancel, grammar=constraint, logprobs=logprobs,
+                        ahead=ahead)
     s = Stream(fmt.turn(steps, self.tokenizer, details, turn_done))   # the format reads the turn's steps
     if stream: return s
     for _ in s: pass

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, json, os, sys, threading, time
 from pathlib import Path
+import numpy as np
 from .gguf import GGUFFile
 from .untrusted import summary
 from .kvcache import ContextFullError
@@ -15,6 +16,7 @@ from .tokenizer import Tokenizer
 from .tokenizer_extras import EXTRAS
 from .loading import load
 from .grammar import as_grammar
+from .speculative import speculator
 from .runtime import cpu_summary, read_bandwidth
 from .engine import benchmark, numba_cache_stats
 from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
@@ -194,6 +196,37 @@ def _print_logprobs(c, tokenizer):
                           "top": [[t, piece(t), round(x, 5)] for t, x in top]}, ensure_ascii=False), file=sys.stderr)
 
 # %% ../nbs/4_26_cli.ipynb #ac1c95a8
+def _speculation_args(p: argparse.ArgumentParser):
+    "llama.cpp's flags for speculative decoding (chapter 16): a draft model, or guesses looked up in the context."
+    p.add_argument("--model-draft", "-md", default=None, metavar="PATH",
+                   help="a smaller model with the same vocabulary that guesses tokens for the model to check: the same "
+                        "output, faster when it guesses well")
+    p.add_argument("--spec-type", default=None, choices=["none", "ngram", "ngram-simple", "draft"],
+                   help="ngram: guess the tokens that followed the context's last tokens where they appeared before "
+                        "(no draft model); default: draft with --model-draft, else none")
+    p.add_argument("--draft-max", "--draft", "--draft-n", dest="draft_max", type=int, default=7, metavar="N",
+                   help="most guessed tokens checked in one pass (default 7: passes of 8 rows, two of the kernels' blocks)")
+    p.add_argument("--draft-min", type=int, default=1, metavar="N", help="fewest guesses worth a pass (default 1)")
+
+def _speculation(args, m):
+    "A function that makes each generation's speculator (or None) as the flags ask; a draft model is loaded once."
+    if not 0 <= args.draft_min <= args.draft_max:
+        raise ValueError(f"--draft-min and --draft-max need 0 <= min <= max, got {args.draft_min} and {args.draft_max}")
+    kind = args.spec_type or ("draft" if args.model_draft else "none")
+    if kind == "none": return lambda: None
+    if kind == "draft":
+        if not args.model_draft: raise ValueError("--spec-type draft needs a draft model: --model-draft PATH")
+        with _Notice(f"loading the draft model {args.model_draft}"):
+            source = load(args.model_draft, n_threads=args.threads, kernels=args.kernels, cache_type=args.cache_type)
+    else: source = "lookup"
+    speculator(m, source, args.draft_max, args.draft_min)    # a draft of another vocabulary fails here, once
+    return lambda: speculator(m, source, args.draft_max, args.draft_min)
+
+def _timings(c) -> str:
+    "The completion's timings, and how the guesses did (with a draft)."
+    st = c.speculation
+    return c.timings() + (f", draft: {st['accepted']} of {st['drafted']} guesses accepted, {st['passes']} passes" if st else "")
+
 def _load(args):
     name = args.model or "the default model"
     with _Notice(f"loading {name}"):
@@ -214,6 +247,7 @@ def _generate_args(p: argparse.ArgumentParser):
     p.add_argument("prompt", help="the text to continue ('-': read it from stdin)")
     _model_args(p)
     _sampling_args(p, max_tokens=64)
+    _speculation_args(p)
     p.add_argument("--ignore-eos", action="store_true",
                    help="do not stop at end-of-generation tokens (never draw them)")
 
@@ -222,10 +256,11 @@ def _run_generate(args) -> int:
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     options = _sampling(args)
     m = _load(args)
-    c = _write_stream(m.generate(prompt, stream=True, ignore_eos=args.ignore_eos, **options))
+    draft = _speculation(args, m)
+    c = _write_stream(m.generate(prompt, stream=True, ignore_eos=args.ignore_eos, draft=draft(), **options))
     print(flush=True)
     _print_logprobs(c, m.tokenizer)
-    if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
+    if args.verbose: print(f"llmbook: {_timings(c)}", file=sys.stderr)
     return 0
 
 COMMANDS["generate"] = (_generate_args, _run_generate, "continue a prompt, streaming the text to stdout")
@@ -235,6 +270,7 @@ def _chat_args(p: argparse.ArgumentParser):
     "`llmbook chat`, with the model's and the sampler's options and `--system`."
     _model_args(p)
     _sampling_args(p, max_tokens=256)
+    _speculation_args(p)
     p.add_argument("--system", default=None, metavar="TEXT",
                    help="a system message to start each conversation with")
 
@@ -242,7 +278,7 @@ def _run_chat(args) -> int:
     "Answer each line of stdin in one conversation, until an empty line or the end of input."
     options = _sampling(args)
     m = _load(args)
-    session, interactive = m.session(), sys.stdin.isatty()
+    draft, session, interactive = _speculation(args, m), m.session(), sys.stdin.isatty()
     if interactive: print("llmbook chat: an empty line or Ctrl-D quits, /reset starts over", file=sys.stderr)
     while True:
         if interactive: print("> ", end="", file=sys.stderr, flush=True)
@@ -253,12 +289,12 @@ def _run_chat(args) -> int:
             session.reset(); print("llmbook: (new conversation)", file=sys.stderr); continue
         message = [{"role": "user", "content": text}]
         if args.system and not session.messages: message.insert(0, {"role": "system", "content": args.system})
-        try: c = _write_stream(session.chat(message, stream=True, **options))
+        try: c = _write_stream(session.chat(message, stream=True, draft=draft(), **options))
         except ContextFullError as e:
             print(f"llmbook chat: {e} (/reset starts a new conversation)", file=sys.stderr); continue
         print(flush=True)
         _print_logprobs(c, m.tokenizer)
-        if args.verbose: print(f"llmbook: {c.timings()}", file=sys.stderr)
+        if args.verbose: print(f"llmbook: {_timings(c)}", file=sys.stderr)
 
 COMMANDS["chat"] = (_chat_args, _run_chat, "chat with a model, one message per line of stdin")
 
@@ -380,6 +416,7 @@ def _bench_args(p: argparse.ArgumentParser):
                    help="tokens already in the context before the prompt: attention deep in a context (default 0)")
     p.add_argument("--cold", action="store_true",
                    help="also time a fresh process compiling the kernels on an empty numba cache")
+    _speculation_args(p)                 # with a draft: also greedy generation with and without guesses
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
 
 _COLD_RUN = """
@@ -426,7 +463,19 @@ def _bench_numbers(args) -> dict:
     if args.cold:
         with _Notice("timing a fresh process on an empty numba cache (it compiles every kernel: a minute or so)"):
             r["cold_start_s"] = _cold_start_seconds(args.model, args.threads)
+    draft = _speculation(args, m)
+    if draft() is not None: r.update(_speculation_numbers(m, draft, args))
     return r
+
+def _speculation_numbers(m, draft, args) -> dict:
+    "Greedy generation after the random prompt, without and with guesses (best of `--repeat`): speed and acceptance."
+    ids = np.random.default_rng(0).integers(0, m.config.n_vocab, args.prompt_tokens).tolist()
+    run = lambda spec: max((m.generate(ids, max_tokens=args.gen_tokens, ignore_eos=True, draft=spec())
+                            for _ in range(args.repeat)), key=lambda c: c.decode_tps)
+    plain, fast = run(lambda: None), run(draft)
+    st = fast.speculation
+    return dict(spec_type=args.spec_type or "draft", spec_decode_plain=plain.decode_tps, spec_decode=fast.decode_tps,
+                spec_accepted=st["accepted"] / max(st["drafted"], 1), spec_tokens_per_pass=fast.n_decoded / max(st["passes"], 1))
 
 # %% ../nbs/4_26_cli.ipynb #8ef8f357
 def _run_bench(args) -> int:
@@ -443,6 +492,10 @@ def _run_bench(args) -> int:
     print(f"prefill   {r['prefill']:8.1f} tokens/s  ({r['n_prompt']} tokens)")
     print(f"decode    {r['decode']:8.1f} tokens/s  ({r['n_gen']} tokens, {r['ms_per_token']:.1f} ms per token)"
           + (f", {r['depth']:,} tokens deep in the context" if r["depth"] else ""))
+    if "spec_decode" in r:
+        print(f"draft     {r['spec_type']}: generating {r['spec_decode']:.1f} tokens/s against {r['spec_decode_plain']:.1f} "
+              f"without guesses ({r['spec_decode'] / r['spec_decode_plain']:.2f}x), {r['spec_accepted']:.0%} of guesses "
+              f"accepted, {r['spec_tokens_per_pass']:.2f} tokens per pass")
     print(f"cpu       {r['cpu']['model']} ({', '.join(r['cpu']['isa']) or 'no SIMD flags read'})")
     if "decode_gb_s" in r:
         print(f"memory    a decode step reads {r['decode_bytes'] / 1e6:.0f} MB of weights and {r['decode_kv_bytes'] / 1e6:.0f} MB "

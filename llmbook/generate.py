@@ -24,11 +24,12 @@ class LLM(Model):
     """A `Model` (chapter 07) that reads and writes text: its tokenizer (chapter 08) comes from the same file, and
     this chapter adds `generate` and `session` (chapter 18: `chat` and `chat_prompt`)."""
     def __init__(self, gguf: GGUFFile, n_ctx: int | None = None, engine=None, cache_type: str = "f32", families=(),
-                 reply_formats=(), tokenizer_extras=None):
+                 reply_formats=(), tokenizer_extras=None, speculation=None):
         super().__init__(gguf, n_ctx, engine, cache_type, families)
         self._tokenizer = (Tokenizer.from_gguf(gguf, tokenizer_extras)   # extras: what later chapters add (chapter 08)
                            if "tokenizer.ggml.tokens" in gguf.metadata else None)
         self.reply_formats = tuple(reply_formats)     # how chapter 18's `chat` reads replies that come in parts
+        self.speculation = speculation                # what makes a `draft=` guess tokens (chapter 16; `load`)
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -77,12 +78,13 @@ class Completion(str):
     "Generated text (a `str`) with `stop_reason`, `tokens` (every sampled id), `n_prompt` and timings in seconds."
     def __new__(cls, text: str, stop_reason: str, tokens=(), n_prompt: int = 0,
                 prefill_s: float = 0.0, decode_s: float = 0.0, n_decoded: int = 0, logprobs: list | None = None,
-                reasoning: str | None = None):
+                reasoning: str | None = None, speculation: dict | None = None):
         self = super().__new__(cls, text)
         self.stop_reason, self.tokens, self.n_prompt = stop_reason, list(tokens), n_prompt
         self.prefill_s, self.decode_s, self.n_decoded = prefill_s, decode_s, n_decoded
         self.logprobs = logprobs    # with logprobs=N: per token (id, logprob, [(id, logprob)] of the N best); else None
         self.reasoning = reasoning  # a reasoning model's thinking, apart from the text (a reply format's, chapter 18); else None
+        self.speculation = speculation  # with draft=: passes run, tokens guessed and accepted (chapter 16); else None
         return self
 
     text = property(lambda self: str.__str__(self))
@@ -116,13 +118,11 @@ class TokenStep:
         return None if self.drawn is None else most_likely_first(*self.drawn)
 
 def _chosen(sampler: Sampler, token: int):
-    ids, probs = sampler.last_drawn
-    return (ids, probs), float(probs[ids == token].sum())
+    return sampler.last_drawn, float(sampler.last_drawn[1][sampler.last_drawn[0] == token].sum())
 
 class Stream:
     "An iterator over the pieces (or `TokenStep`s) of a generation as they are made; `.result` is the `Completion` once it ends."
-    def __init__(self, pieces):
-        self._pieces, self.result = pieces, None
+    def __init__(self, pieces): self._pieces, self.result = pieces, None
     def __iter__(self): return self
     def __next__(self):
         try: return next(self._pieces)
@@ -137,8 +137,7 @@ class Stream:
 class Session:
     "One context over a model: a KV cache, the tokens it holds, and (for chat) the messages so far."
     def __init__(self, model: LLM, n_ctx: int | None = None):
-        self.model, self.tokenizer = model, model.tokenizer
-        self.cache = model.new_cache(n_ctx)
+        self.model, self.tokenizer, self.cache = model, model.tokenizer, model.new_cache(n_ctx)
         self.pending = []          # sampled tokens not yet run through the model
         self.messages = []         # the conversation so far (chapter 18's `chat`)
         self._eog = np.array(sorted(self.tokenizer.eog_ids), dtype=np.int64)
@@ -192,8 +191,7 @@ def extend(self: Session, ids=(), context_shift: bool = False) -> np.ndarray:
     if not ids: raise ValueError("nothing to run: the context has no new tokens")
     n_keep = int(self.cache.pos > 0 and self.cache.tokens[0] == self.tokenizer.bos)   # a context shift keeps the BOS
     logits = self.model.forward(ids, self.cache, n_out=1, context_shift=context_shift, n_keep=n_keep)
-    self.pending = []
-    return logits[-1]
+    self.pending = []; return logits[-1]
 
 @patch
 def reuse_prefix(self: Session, ids) -> int:
@@ -201,8 +199,7 @@ def reuse_prefix(self: Session, ids) -> int:
     ids = _token_ids(ids)
     if not ids: raise ValueError("empty prompt: give at least one token")
     keep = min(common_prefix(self.tokens, ids), len(ids) - 1)   # one token must run: we need its logits
-    self.cache.rewind(min(keep, self.cache.pos))
-    self.pending = ids[self.cache.pos:]
+    self.cache.rewind(min(keep, self.cache.pos)); self.pending = ids[self.cache.pos:]
     return keep
 
 # %% ../nbs/1_10_generate.ipynb #645c8f96
@@ -264,7 +261,7 @@ def _pick(self: Session, logits, sampler: Sampler, history, matcher, ignore_eos:
 @patch
 def _run(self: Session, ids, sampler: Sampler, max_tokens, stopper: StopMatcher, ignore_eos: bool,
          context_shift: bool, details: bool = False, cancel=None, grammar=None,
-         logprobs: int | None = None):
+         logprobs: int | None = None, ahead=None):
     "The generation loop: yields a `TokenStep` per sampled token, returns the `Completion`."
     decoder, is_eog = StreamDecoder(self.tokenizer, starts_text=False), self.tokenizer.is_eog
     matcher = grammar.matcher(self.tokenizer) if grammar is not None else None
@@ -277,9 +274,10 @@ def _run(self: Session, ids, sampler: Sampler, max_tokens, stopper: StopMatcher,
     out, text, reason = [], [], "length"
     while max_tokens is None or len(out) < max_tokens:
         if cancel is not None and cancel.is_set(): reason = "cancelled"; break
-        if out:                                              # decode: run the token sampled last
-            if self.cache.n_free < 1 and not context_shift: reason = "context"; break
-            logits = self.extend((), context_shift)
+        if out:                                              # decode: run the token sampled last (with `ahead`,
+            logits = (ahead.advance(self, context_shift, (max_tokens or np.inf) - len(out)) if ahead is not None
+                      else self.extend((), context_shift) if self.cache.n_free or context_shift else None)
+            if logits is None: reason = "context"; break     #   chapter 16's guesses after it, or their logits)
         if scores is not None: norm, top = _log_softmax_top(logits, logprobs)   # the model's own logits
         token = self._pick(logits, sampler, history, matcher, ignore_eos)
         if token is None: reason = "stop"; break             # the constraint can only end, and ending is masked
@@ -288,8 +286,7 @@ def _run(self: Session, ids, sampler: Sampler, max_tokens, stopper: StopMatcher,
         if scores is not None:
             step.logprob, step.top_logprobs = float(logits[token]) - norm, top
             scores.append((token, step.logprob, top))
-        if is_eog(token) and not ignore_eos:
-            reason = "eos"; yield step; break
+        if is_eog(token) and not ignore_eos: reason = "eos"; yield step; break
         step.piece, hit = stopper.push(decoder.feed(token))
         text.append(step.piece); yield step
         if hit: reason = "stop"; break
@@ -299,12 +296,12 @@ def _run(self: Session, ids, sampler: Sampler, max_tokens, stopper: StopMatcher,
         else: piece += stopper.flush()
         if piece: text.append(piece); yield TokenStep(None, piece)
     return Completion("".join(text), reason, out, n_prompt, t1 - t0, time.perf_counter() - t1, max(len(out) - 1, 0),
-                      scores)
+                      scores, speculation=ahead and ahead.stats)
 
 # %% ../nbs/1_10_generate.ipynb #a2efac0a
 @patch
 def _start(self: Session, ids, settings: SamplerSettings, max_tokens, stop, stream, details, cancel,
-           ignore_eos=False, context_shift=False, on_done=None, grammar=None, logprobs=None):
+           ignore_eos=False, context_shift=False, on_done=None, grammar=None, logprobs=None, ahead=None):
     "Run the loop to its end (a `Completion`), or hand it out as a `Stream` of pieces or of `TokenStep`s."
     int_in = lambda v, hi: v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v <= hi)
     if not int_in(max_tokens, np.inf):
@@ -315,7 +312,7 @@ def _start(self: Session, ids, settings: SamplerSettings, max_tokens, stop, stre
         bad = [t for t, _ in settings.logit_bias if t >= self.tokenizer.n_vocab]
         raise ValueError(f"logit_bias names token ids outside the vocabulary [0, {self.tokenizer.n_vocab}): {bad[:5]}")
     steps = self._run(ids, Sampler(settings), max_tokens, StopMatcher(stop), ignore_eos, context_shift, details, cancel,
-                      grammar, logprobs)
+                      grammar, logprobs, ahead)
     def run():
         if details: c = yield from steps
         else:
@@ -335,16 +332,24 @@ def _start(self: Session, ids, settings: SamplerSettings, max_tokens, stop, stre
 @delegates(sampler_settings)
 def generate(self: Session, prompt, max_tokens: int | None = 32, stop=(), ignore_eos: bool = False,
              stream: bool = False, context_shift: bool = False, details: bool = False,
-             cancel: threading.Event | None = None, logprobs: int | None = None, grammar=None, **kwargs):
+             cancel: threading.Event | None = None, logprobs: int | None = None, grammar=None, draft=None,
+             n_draft: int | None = None, **kwargs):
     """Continue the context with `prompt` (text, or a list of token ids used as they are) and generate.
     A `Completion` (a str); with `stream=True` a `Stream` of text pieces, or with `details=True` too, of
     `TokenStep`s. Setting the `cancel` event stops the generation between two tokens. The sampling arguments are
     `sampler_settings`'; `logit_bias` ({id: bias}, -inf bans), penalties and `logprobs` as in OpenAI's API;
-    `grammar`, a constraint (an object with `matcher(tokenizer)`, such as chapter 24's `Grammar`), limits the tokens."""
+    `grammar`, a constraint (an object with `matcher(tokenizer)`, such as chapter 24's `Grammar`), limits the tokens;
+    `draft` ("lookup" or a draft model, `n_draft` guesses a pass at most; chapter 16) makes it faster, not different."""
     ids = self.encode(prompt) if isinstance(prompt, str) else _token_ids(prompt)
     if not ids and not self.pending: raise ValueError("empty prompt: give some text or token ids")
     return self._start(ids, sampler_settings(**kwargs), max_tokens, stop, stream, details, cancel, ignore_eos,
-                       context_shift, grammar=_constraint(grammar), logprobs=logprobs)
+                       context_shift, grammar=_constraint(grammar), logprobs=logprobs, ahead=self._ahead(draft, n_draft))
+
+@patch
+def _ahead(self: Session, draft, n_draft):
+    "The speculator for `draft=` (chapter 16), from the hook the model was opened with; None without a draft."
+    if draft is None or self.model.speculation: return draft and self.model.speculation(self.model, draft, n_draft)
+    raise ValueError("draft= needs speculative decoding (chapter 16): open the model with load() (chapter 23)")
 
 # %% ../nbs/1_10_generate.ipynb #7f5ae9ac
 @patch

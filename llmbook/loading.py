@@ -12,7 +12,7 @@ from .model import default_model_path
 from .generate import LLM
 from .engine import KernelEngine
 from .attention_kernels import kv_storage
-from . import families, moe, tokenizer_extras
+from . import families, moe, tokenizer_extras, speculative
 from .runtime import start_numba
 
 # %% ../nbs/4_23_load.ipynb #d3ccbf38
@@ -41,4 +41,5 @@ def load(path=None, n_threads: int | None = None, n_ctx: int | None = None, kern
                families=families.FAMILIES + moe.FAMILIES,          # Part III: every other family (chapter 07's hook)
                tokenizer_extras=tokenizer_extras.EXTRAS,           # Part III: every pre-tokenizer and model rule (07's)
                reply_formats=moe.REPLY_FORMATS,                    # Part III: gpt-oss's harmony replies (10's)
+               speculation=speculative.speculator,                 # Part II: draft= guesses tokens (10's)
                engine=lambda model: KernelEngine(model, n_threads, kernels, deterministic))

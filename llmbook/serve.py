@@ -13,6 +13,7 @@ from fastcore.basics import patch
 from .generate import LLM, _token_ids
 from .chat import ChatTemplateError
 from .loading import load
+from .cli import _speculation_args, _speculation
 from .grammar import GrammarError, as_grammar, json_schema_to_grammar
 from .kvcache import KVCache, ContextFullError
 from .attention import rms_norm
@@ -427,6 +428,8 @@ async def _prepare(request, model: LLM, pool: SlotPool, kind: str):
     ids = await (asyncio.to_thread(chat_ids, model, req, plan) if kind == "chat" else asyncio.to_thread(_completion_ids, model, req))
     _check_fits(ids, pool.n_ctx)
     reply = model.reply_format() if kind == "chat" else None         # chapter 10: replies in parts (harmony's)
+    draft = pool.draft() if pool.draft is not None else None        # chapter 16: this request's guesser
+    if draft is not None: kwargs["draft"] = draft
     return req, Job(ids, kwargs, reuse=req.cache_prompt is not False, tools=plan, reply=reply)
 
 # %% ../nbs/4_27_serve.ipynb #aaf24d04
@@ -613,6 +616,7 @@ class _Metrics:
     def __init__(self):
         self.lock, self.requests = threading.Lock(), Counter()
         self.tokens_in = self.tokens_out = 0
+        self.speculation = Counter()      # with a draft: passes, tokens guessed and accepted
         self.ttft, self.ttft_sum = [0] * (len(_TTFT_BUCKETS) + 1), 0.0    # observations per bucket (the last: above all)
 
     def request(self, path: str, status: int):
@@ -621,6 +625,7 @@ class _Metrics:
     def generated(self, job: Job, c):
         with self.lock:
             self.tokens_in += len(job.ids); self.tokens_out += len(c.tokens)
+            self.speculation.update(c.speculation or {})
             if job.t_first is not None:
                 t = job.t_first - job.t_start
                 self.ttft[sum(t > b for b in _TTFT_BUCKETS)] += 1; self.ttft_sum += t
@@ -640,6 +645,10 @@ def _prometheus_text(m: _Metrics, pool: SlotPool) -> str:
                [(f'{{path="{p}",status="{s}"}}', n) for (p, s), n in sorted(m.requests.items())])
         metric("prompt_tokens_total", "counter", "Tokens read: prompts and embedding inputs.", [("", m.tokens_in)])
         metric("completion_tokens_total", "counter", "Tokens generated.", [("", m.tokens_out)])
+        if m.speculation:                  # speculative decoding (chapter 16): how often the guesses were right
+            for key, doc in (("passes", "Decode passes run with guesses (a pass may confirm several tokens)."),
+                             ("drafted", "Tokens guessed."), ("accepted", "Guessed tokens that were right.")):
+                metric(f"draft_{key}_total", "counter", doc, [("", m.speculation[key])])
         cum = [sum(m.ttft[:i + 1]) for i in range(len(m.ttft))]
         metric("time_to_first_token_seconds", "histogram", "From a request's arrival to its first token.",
                [(f'_bucket{{le="{b}"}}', c) for b, c in zip([*_TTFT_BUCKETS, "+Inf"], cum)]
@@ -714,15 +723,16 @@ async def _generation(request, model: LLM, pool: SlotPool, kind: str):
 
 # %% ../nbs/4_27_serve.ipynb #5961d5fe
 def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: int = 32, api_key: str | None = None,
-             pooling: str | None = None, n_batch: int = 128):
+             pooling: str | None = None, n_batch: int = 128, draft=None):
     """The FastAPI application serving `model` with `n_slots` sessions of `n_ctx` positions and a queue of `max_queue`;
     with `api_key`, only to requests that carry it; embeddings pooled by `pooling` (default: the model's); at most
-    `n_batch` tokens in one forward pass."""
+    `n_batch` tokens in one forward pass; `draft`, a function making each request's speculator (chapter 16), or None."""
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
     pool = SlotPool(model, n_slots, n_ctx, max_queue, n_batch)
     pool.metrics = _Metrics()
+    pool.draft = draft           # None, or a function making each request's speculator (chapter 16)
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
@@ -832,6 +842,7 @@ def serve_args(p):
                         "memory) or q8_0 (about half of f16's)")
     p.add_argument("--api-key", default=os.environ.get("LLMBOOK_API_KEY") or None, metavar="KEY",
                    help="answer only requests with 'Authorization: Bearer KEY' (default: $LLMBOOK_API_KEY; none: open)")
+    _speculation_args(p)                              # --model-draft/-md, --spec-type ngram, --draft-max, --draft-min
     p.add_argument("--pooling", default=None, choices=["mean", "last", "cls"],
                    help="how /v1/embeddings pools a text's tokens (default: the model file's pooling type, else mean)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
@@ -855,7 +866,7 @@ def run_serve(args) -> int:
     model = load(args.model, n_threads=args.threads, n_ctx=args.n_ctx, kernels=kernels, deterministic=True,
                  cache_type=args.cache_type)
     app = make_app(model, args.parallel, args.n_ctx, args.queue, api_key=args.api_key, pooling=args.pooling,
-                   n_batch=args.batch_size)
+                   n_batch=args.batch_size, draft=_speculation(args, model))
     _warm_up(model)
     pool = app.state.pool
     print(f"llmbook serve: {_model_name(model)} on http://{args.host}:{args.port}/v1 "

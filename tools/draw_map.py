@@ -47,6 +47,8 @@ CHAPTERS = {
     "1_07_model":     ("the whole forward pass: from the file to the logits", FORWARD),
     "2_15_engine":   ("the fast engine: the same forward pass on the kernels", FORWARD),
     "2_16_one_answer": ("one answer: the same logits however the tokens are batched", FORWARD),
+    "2_16_speculative": ("speculative decoding: the sampled token and guesses after it in one pass, checked by the sampler",
+                     ["ids", "block", "logits", "sampler", "next", "loop"]),
     "1_08_tokenizer": ("the tokenizer: text to token ids, and back", ["text", "encode", "ids", "decode"]),
     "1_09_sampling":  ("the sampler: from the logits to one token", ["logits", "sampler", "next"]),
     "4_24_grammar":  ("a grammar's token mask on the logits, before the sampler", ["logits", "sampler"]),
