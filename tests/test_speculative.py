@@ -180,3 +180,18 @@ def test_the_server_with_lookup_gives_each_answer_as_without():
     assert alone == plain and together == plain
     lines = dict(l.rsplit(" ", 1) for l in text.splitlines() if l.startswith("llmbook_draft_"))
     assert float(lines["llmbook_draft_drafted_total"]) >= float(lines["llmbook_draft_accepted_total"]) > 0
+
+
+
+def test_the_server_with_a_draft_model(smollm2_path):
+    "Slots sharing one draft model (a lock around its passes), each with its own draft session: the same answers."
+    reqs = [dict(messages=[{"role": "user", "content": p}], max_tokens=24, temperature=0.7, seed=i) for i, p in enumerate(PROMPTS[:4])]
+    def answers(url):
+        client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=300)
+        with ThreadPoolExecutor(4) as ex:
+            return list(ex.map(lambda r: client.chat.completions.create(model="x", **r).choices[0].message.content, reqs))
+    with serve_process("--parallel", 2, "--n-ctx", 512, "--threads", 2) as url: plain = answers(url)
+    with serve_process("--parallel", 2, "--n-ctx", 512, "--threads", 2, "-md", smollm2_path, "--draft-max", "3") as url:
+        drafted = answers(url)
+        text = httpx.get(url + "/metrics").text
+    assert drafted == plain and "llmbook_draft_accepted_total" in text
