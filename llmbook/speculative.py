@@ -14,19 +14,23 @@ from .generate import LLM, Session
 
 # %% ../nbs/2_16_speculative.ipynb #cb274e10
 class PromptLookup:
-    "Guesses from the context itself: what followed the last earlier place where its final n tokens appeared."
-    def __init__(self, n_max: int = 3, n_min: int = 1):
-        if not 1 <= n_min <= n_max: raise ValueError(f"lookup n-gram sizes need 1 <= n_min <= n_max, got {n_min}, {n_max}")
-        self.n_max, self.n_min = n_max, n_min
+    "Guesses from the context itself: what followed an earlier place where its final n tokens appeared."
+    def __init__(self, longest: int = 3, shortest: int = 1):
+        if not 1 <= shortest <= longest: raise ValueError(f"lookup n-grams need 1 <= shortest <= longest, got {shortest}, {longest}")
+        self.longest, self.shortest = longest, shortest
 
     def guess(self, session, k: int) -> list:
-        "Up to `k` tokens to follow `session`'s context: the longest n-gram match wins, the latest of its matches."
+        """Up to `k` tokens to follow `session`'s context: the longest n-gram that matches wins; of its matches, the
+        latest that is followed by k tokens (else the earliest, followed by the most)."""
         t = np.asarray(session.tokens, dtype=np.int64)
-        for n in range(self.n_max, self.n_min - 1, -1):
+        for n in range(self.longest, self.shortest - 1, -1):
             if len(t) <= n: continue
             grams = sliding_window_view(t[:-1], n)            # every n tokens that end before the last one
             hits = np.flatnonzero((grams == t[-n:]).all(1))
-            if hits.size: return t[hits[-1] + n:hits[-1] + n + k].tolist()
+            if not hits.size: continue
+            full = hits[hits + n + k <= len(t)]
+            at = (full[-1] if full.size else hits[0]) + n
+            return t[at:at + k].tolist()
         return []
 
 # %% ../nbs/2_16_speculative.ipynb #6589893d
@@ -39,7 +43,9 @@ class DraftModel:
             raise ValueError(f"the draft model's vocabulary ({b.n_vocab} tokens) is not the target's ({a.n_vocab}): "
                              "its guesses would be other tokens; use a draft of the same family")
         self.draft, self.n_vocab = draft, a.n_vocab
-        self.sessions = weakref.WeakKeyDictionary()          # target session -> the draft's session beside it
+        # kept on the draft model, so that every generation (a chat's next turn, a server slot's next request) finds
+        # its target session's draft session again: the draft's cache then runs only what is new
+        self.sessions = draft.__dict__.setdefault("_draft_sessions", weakref.WeakKeyDictionary())   # target -> draft session
         self.lock = draft.__dict__.setdefault("_draft_lock", threading.Lock())   # one pass at a time per draft model
 
     def guess(self, session, k: int) -> list:
@@ -67,10 +73,14 @@ class Speculator:
     def __init__(self, guesser, n_max: int = 7, n_min: int = 1, adapt: bool = True):
         if not 0 <= n_min <= n_max: raise ValueError(f"draft sizes need 0 <= draft-min <= draft-max, got {n_min}, {n_max}")
         self.guesser, self.n_max, self.n_min, self.adapt = guesser, n_max, max(n_min, 1), adapt
-        self.k = min(ROWS_AT_ONCE - 1, n_max) if adapt else n_max   # guesses asked for per pass
+        self.start()
+
+    def start(self):
+        "Ready for a new generation: no rows pending, k from the beginning, counts at zero."
+        self.k = max(self.n_min, min(ROWS_AT_ONCE - 1, self.n_max)) if self.adapt else self.n_max   # guesses per pass
         self.skip, self.backoff = 0, 1        # tokens to decode without guesses (after a pass with none right)
         self.queue, self.right = [], 0        # (guess, logits after it) of the last pass, not yet confirmed; right so far
-        self.stats = {"passes": 0, "drafted": 0, "accepted": 0}
+        self.stats = {"passes": 0, "drafted": 0, "accepted": 0}   # passes of the target, tokens guessed, guesses right
 
 # %% ../nbs/2_16_speculative.ipynb #e0bfeb9f
 @patch
@@ -96,6 +106,7 @@ def advance(self: Speculator, session, context_shift: bool, left) -> np.ndarray 
     if len(guesses) < self.n_min: return session.extend((), context_shift)   # one token, as without guesses
     rows = session.model.forward(session.pending + guesses, cache, n_out=len(guesses) + 1)
     cache.rewind(cache.pos - len(guesses))                  # the guesses' positions count only once confirmed
+                                                            # (a ring can always take back ring_slots - ring_window)
     session.pending = []; self.stats["drafted"] += len(guesses)
     self.queue, self.right = list(zip(guesses, rows[1:])), 0
     return rows[0]
@@ -112,12 +123,12 @@ def _missed(self: Speculator):
 # %% ../nbs/2_16_speculative.ipynb #6be4f8ad
 def speculator(model, draft, n_draft: int | None = None, n_min: int = 1) -> Speculator:
     "The `Speculator` for `draft=`: \"lookup\", a draft model (an `LLM` with the same vocabulary), or a speculator itself."
-    if callable(getattr(draft, "advance", None)):           # a speculator already (this chapter's, or yours)
-        if hasattr(draft, "queue"): draft.queue = []        # a new generation: the last one's rows are stale
-        return draft
     if not getattr(model.engine, "deterministic", False):
         raise ValueError("speculative decoding gives the same tokens only when a token's logits do not depend on the "
                          "batch: open the model with llmbook.load(..., deterministic=True)")
+    if callable(getattr(draft, "advance", None)):           # a speculator already (this chapter's, or yours)
+        if callable(getattr(draft, "start", None)): draft.start()   # a new generation: the last one's rows are stale
+        return draft
     if n_draft is not None and (not isinstance(n_draft, (int, np.integer)) or isinstance(n_draft, bool) or n_draft < 0):
         raise ValueError(f"n_draft must be an integer >= 0, got {n_draft!r}")
     n_max = 7 if n_draft is None else int(n_draft)

@@ -141,7 +141,7 @@ def test_tiny_models_with_wrong_guesses_everywhere(tmp_path):
         ids = rng.integers(0, 99, rng.integers(1, 12)).tolist()
         kw = dict(temperature=float(rng.choice([0.0, 0.9])), seed=i, max_tokens=int(rng.integers(1, 40)), ignore_eos=True)
         plain = target.generate(ids, **kw)
-        for draft in ("lookup", other, Speculator(PromptLookup(1, 1), 3, adapt=False)):
+        for draft in ("lookup", other, Speculator(PromptLookup(1, 1), 3, adapt=False), Speculator(PromptLookup(), 6, n_min=4)):
             assert target.generate(ids, draft=draft, **kw).tokens == plain.tokens
 
 
