@@ -8,15 +8,15 @@ from llmbook.packed import random_qtensor
 from llmbook.quants import dequantize
 from llmbook.int8 import (BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, _repack_q4_k_x8, _X8_BYTES,
                           _repack_q6_k_x8, _X6_BYTES, _repack_q4_0_x8, _repack_q5_0_x8, _repack_q8_0_x8, _repack_mxfp4_x8,
-                          _X40_BYTES, _X41_BYTES, _X50_BYTES, _X80_BYTES, _repack_q4_1_x8)
+                          _X40_BYTES, _X41_BYTES, _X50_BYTES, _X80_BYTES, _XS_BYTES, _repack_q4_1_x8)
 
 pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="this CPU has no AVX2: the integer kernels cannot run here")
 
-@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4"])
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4", "IQ4_NL", "IQ4_XS"])
 @pytest.mark.parametrize("rows,cols,n_tok", [(8, 256, 1), (24, 512, 3), (96, 1024, 9), (64, 2048, 64), (16, 640, 5)])
 def test_interleaved_equals_in_place(kind, rows, cols, n_tok):
     block, group = {"Q4_K": (256, _X8_BYTES), "Q6_K": (256, _X6_BYTES), "Q4_0": (32, _X40_BYTES), "Q4_1": (32, _X41_BYTES), "Q5_0": (32, _X50_BYTES),
-                    "Q8_0": (32, _X80_BYTES), "MXFP4": (32, _X40_BYTES)}[kind]
+                    "Q8_0": (32, _X80_BYTES), "MXFP4": (32, _X40_BYTES), "IQ4_NL": (32, _X40_BYTES), "IQ4_XS": (256, _XS_BYTES)}[kind]
     if cols % block: pytest.skip(f"{kind} rows are whole blocks of {block}")
     qt = random_qtensor(kind, (rows, cols), rows + cols)
     inter, inplace = block_matrix(qt), BlockMatrix(qt)
@@ -32,7 +32,7 @@ def test_interleaved_equals_in_place(kind, rows, cols, n_tok):
     inter.matmul(X, out, col0=8)                                                      # into the middle of a wider output
     assert not out[:, :8].any() and not out[:, 8 + rows:].any() and np.allclose(out[:, 8:8 + rows], ref, atol=tol)
 
-@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4"])
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4", "IQ4_NL", "IQ4_XS"])
 def test_every_token_of_a_batch_as_alone(kind):
     """Batches of 1 to 7 tokens (groups of four, then a tail of one or two run one token at a time, or of three padded
     to four): every token's row the same bits as the token alone (chapter 16's one answer)."""
