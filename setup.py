@@ -20,6 +20,7 @@ setuptools.setup(
     python_requires='>=' + cfg['min_python'],
     packages=setuptools.find_packages(include=['llmbook', 'llmbook.*']),
     include_package_data=True,
+    package_data={'llmbook': ['webui/*.html']},   # the chat page of `llmbook serve`
     install_requires=cfg['requirements'].split(),
     extras_require={'dev': cfg['dev_requirements'].split(), 'serve': cfg['serve_requirements'].split()},
     entry_points={

@@ -4,7 +4,7 @@
 
 # %% ../nbs/4_27_serve.ipynb #cc304164
 from __future__ import annotations
-import asyncio, base64, contextlib, hmac, json, os, re, sys, threading, time, uuid, weakref
+import asyncio, base64, contextlib, hashlib, hmac, json, os, re, sys, threading, time, uuid, weakref
 from collections import Counter
 from pathlib import Path
 from typing import Literal
@@ -24,7 +24,7 @@ from .toolcalls import ToolPlan, tool_format, tool_prompt, tool_grammar, parse_t
 
 # %% auto #0
 __all__ = ['APIError', 'parse_request', 'sampling_kwargs', 'tool_plan', 'chat_ids', 'chat_message', 'pooling_of', 'embed',
-           'make_app', 'BackgroundServer', 'free_port', 'serve_args', 'run_serve']
+           'make_app', 'webui_page', 'BackgroundServer', 'free_port', 'serve_args', 'run_serve']
 
 # %% ../nbs/4_27_serve.ipynb #d2ec5b43
 class APIError(Exception):
@@ -435,13 +435,13 @@ async def _prepare(request, model: LLM, pool: SlotPool, kind: str):
 # %% ../nbs/4_27_serve.ipynb #aaf24d04
 async def _stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, slot: Slot | None = None):
     tok, rid, name = model.tokenizer, f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex[:24]}", _model_name(model)
-    def chunk(text=None, lp=None, finish=None, role=False, delta=None):
+    def chunk(text=None, lp=None, finish=None, role=False, delta=None, **extra):
         if kind == "chat":
             if delta is None: delta = {"role": "assistant", "content": ""} if role else ({} if text is None else {"content": text})
             choice = {"delta": delta, "logprobs": {"content": lp} if lp else None, "finish_reason": finish}
         else:
             choice = {"text": text or "", "logprobs": _completion_logprobs(tok, lp) if lp else None, "finish_reason": finish}
-        return _sse(_response(kind, rid, name, choice, chunk=True))
+        return _sse(_response(kind, rid, name, choice, chunk=True, **extra))
     if kind == "chat": yield chunk(role=True)
     with_lp, streamed = "logprobs" in job.kwargs, ""
     try:
@@ -461,7 +461,7 @@ async def _stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, s
                         content = msg["content"] or ""
                         msg = {**msg, "content": content[len(streamed):] if content.startswith(streamed) else content}
                     for d in _message_deltas(msg): yield chunk(delta=d)
-                yield chunk(finish=finish)
+                yield chunk(finish=finish, timings=_timings(job, value))     # the last chunk, as llama-server's
                 if req.stream_options is not None and req.stream_options.include_usage:
                     yield _sse(_response(kind, rid, name, None, usage=_usage(job, value), chunk=True))
             elif what == "error":
@@ -664,10 +664,10 @@ def _prometheus_text(m: _Metrics, pool: SlotPool) -> str:
 
 # %% ../nbs/4_27_serve.ipynb #fec71dc8
 class _Gate:
-    "ASGI middleware in front of the app: refuses (401) a request without the API key, except /health; counts every request."
-    OPEN = ("/health",)
-    def __init__(self, app, key: str | None, metrics: _Metrics, paths):
+    "ASGI middleware in front of the app: refuses (401) a request without the API key, except to `open` paths; counts every request."
+    def __init__(self, app, key: str | None, metrics: _Metrics, paths, open=("/health",)):
         self.app, self.key, self.metrics, self.paths = app, key.encode() if key else None, metrics, set(paths)
+        self.open = set(open)
 
     def authorized(self, scope) -> bool:
         scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
@@ -681,7 +681,7 @@ class _Gate:
             if msg["type"] == "http.response.start": status = msg["status"]
             await send(msg)
         try:
-            if self.key is None or scope["path"] in self.OPEN or self.authorized(scope): await self.app(scope, receive, send_seen)
+            if self.key is None or scope["path"] in self.open or self.authorized(scope): await self.app(scope, receive, send_seen)
             else: await _refuse(send_seen, scope)
         finally: self.metrics.request(scope["path"] if scope["path"] in self.paths else "other", status)
 
@@ -723,10 +723,11 @@ async def _generation(request, model: LLM, pool: SlotPool, kind: str):
 
 # %% ../nbs/4_27_serve.ipynb #5961d5fe
 def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: int = 32, api_key: str | None = None,
-             pooling: str | None = None, n_batch: int = 128, draft=None):
+             pooling: str | None = None, n_batch: int = 128, draft=None, webui: bool = True):
     """The FastAPI application serving `model` with `n_slots` sessions of `n_ctx` positions and a queue of `max_queue`;
     with `api_key`, only to requests that carry it; embeddings pooled by `pooling` (default: the model's); at most
-    `n_batch` tokens in one forward pass; `draft`, a function making each request's speculator (chapter 16), or None."""
+    `n_batch` tokens in one forward pass; `draft`, a function making each request's speculator (chapter 16), or None;
+    `webui`: the chat page at `/`."""
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
@@ -757,20 +758,23 @@ def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: 
     for path, f in (("/v1/chat/completions", chat_completions), ("/v1/completions", completions), ("/v1/embeddings", embedding)):
         app.add_route(path, f, methods=["POST"])
     _add_info_routes(app, model, pool)
-    app.add_middleware(_Gate, key=api_key, metrics=pool.metrics, paths=[r.path for r in app.routes])
+    if webui: _add_webui(app)
+    app.add_middleware(_Gate, key=api_key, metrics=pool.metrics, paths=[r.path for r in app.routes],
+                       open=("/health", "/") if webui else ("/health",))
     return app
 
 # %% ../nbs/4_27_serve.ipynb #998ae04d
 def _add_info_routes(app, model: LLM, pool: SlotPool):
     "GET /v1/models, /health and /metrics, POST /tokenize and /detokenize."
     from fastapi.responses import JSONResponse, PlainTextResponse
-    created = int(time.time())
+    created, c = int(time.time()), model.config
+    meta = {"n_ctx_slot": pool.n_ctx, "n_ctx_train": c.n_ctx_train, "n_vocab": c.n_vocab, "n_slots": len(pool.slots),
+            # as llama-server's: the weights' count and the file's bytes
+            "n_params": sum(t.n_elements for t in model.gguf.tensors.values()), "size": os.path.getsize(model.gguf.path)}
 
     async def models(request):
-        c = model.config
         return JSONResponse({"object": "list", "data": [{"id": _model_name(model), "object": "model", "created": created,
-                             "owned_by": "llmbook", "meta": {"n_ctx_slot": pool.n_ctx, "n_ctx_train": c.n_ctx_train,
-                                                             "n_vocab": c.n_vocab, "n_slots": len(pool.slots)}}]})
+                             "owned_by": "llmbook", "meta": meta}]})
 
     async def health(request): return JSONResponse({"status": "ok", **pool.status()})
     async def metrics(request):
@@ -792,6 +796,29 @@ def _add_info_routes(app, model: LLM, pool: SlotPool):
     for path, f, method in (("/v1/models", models, "GET"), ("/health", health, "GET"), ("/metrics", metrics, "GET"),
                             ("/tokenize", tokenize, "POST"), ("/detokenize", detokenize, "POST")):
         app.add_route(path, f, methods=[method])
+
+# %% ../nbs/4_27_serve.ipynb #6d3c0210
+def webui_page() -> bytes:
+    "The chat page `llmbook serve` shows at `/`: one HTML file inside the package, its styles and script inline."
+    from importlib.resources import files
+    return files("llmbook").joinpath("webui", "index.html").read_bytes()
+
+# %% ../nbs/4_27_serve.ipynb #d802fed4
+def _content_security_policy(page: bytes) -> str:
+    "A CSP for `page`: only its own inline scripts run (by their hashes); it connects to this server only."
+    scripts = re.findall(rb"<script>(.*?)</script>", page, flags=re.S)
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s).digest()).decode()}'" for s in scripts)
+    return (f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; "
+            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+def _add_webui(app):
+    "GET / : the chat page, with headers that keep the model's text from ever running as code."
+    from fastapi.responses import Response
+    page = webui_page()
+    headers = {"Content-Security-Policy": _content_security_policy(page), "X-Content-Type-Options": "nosniff",
+               "Referrer-Policy": "no-referrer", "Cache-Control": "no-cache"}
+    async def index(request): return Response(page, media_type="text/html; charset=utf-8", headers=headers)
+    app.add_route("/", index, methods=["GET"])
 
 # %% ../nbs/4_27_serve.ipynb #53d2b833
 class BackgroundServer:
@@ -845,6 +872,8 @@ def serve_args(p):
     _speculation_args(p)                              # --model-draft/-md, --spec-type ngram, --draft-max, --draft-min
     p.add_argument("--pooling", default=None, choices=["mean", "last", "cls"],
                    help="how /v1/embeddings pools a text's tokens (default: the model file's pooling type, else mean)")
+    p.add_argument("--no-webui", dest="webui", action="store_false",
+                   help="serve the API only: no chat page at / (as llama-server's --no-webui)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (default warning; info logs every request)")
 
@@ -866,12 +895,13 @@ def run_serve(args) -> int:
     model = load(args.model, n_threads=args.threads, n_ctx=args.n_ctx, kernels=kernels, deterministic=True,
                  cache_type=args.cache_type)
     app = make_app(model, args.parallel, args.n_ctx, args.queue, api_key=args.api_key, pooling=args.pooling,
-                   n_batch=args.batch_size, draft=_speculation(args, model))
+                   n_batch=args.batch_size, draft=_speculation(args, model), webui=args.webui)
     _warm_up(model)
     pool = app.state.pool
     print(f"llmbook serve: {_model_name(model)} on http://{args.host}:{args.port}/v1 "
           f"({len(pool.slots)} slots of {pool.n_ctx} tokens, batches of {pool.batcher.n_batch}, queue {pool.max_queue}"
           f"{', API key required' if args.api_key else ''})", file=sys.stderr, flush=True)
+    if args.webui: print(f"llmbook serve: chat page at http://{args.host}:{args.port}/", file=sys.stderr, flush=True)
     import uvicorn
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
