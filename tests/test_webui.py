@@ -222,9 +222,9 @@ def test_stop_ends_the_stream_and_frees_the_slot(server, context):
 
 def test_token_probabilities_and_their_alternatives(server, context):
     wait_idle(server)
-    page = open_page(context, server, temperature=0, max_tokens=12)
+    page = open_page(context, server, temperature=0, max_tokens=48)
     wait_model_shown(page)
-    send(page, "What is the capital of France?")
+    send(page, "Why is the sky blue? Answer in one sentence.")
     wait_answer(page)
     page.check("#show-probs")
     tokens = last_answer(page).locator(".tok")
@@ -243,6 +243,11 @@ def test_token_probabilities_and_their_alternatives(server, context):
     # a tap pins the alternatives of another token
     tokens.nth(2).click()
     assert "token 3:" in tip.inner_text()
+    # the book's picture: the alternatives where the model was least sure
+    unsure = min(range(n), key=lambda i: probs[i])
+    page.set_viewport_size({"width": 1200, "height": 540})
+    tokens.nth(unsure).click()
+    assert f"token {unsure + 1}:" in tip.inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "webui.png"))
     if os.environ.get("LLMBOOK_UPDATE_IMAGES"): shutil.copy(ARTIFACTS / "webui.png", BOOK_IMAGE)
@@ -351,3 +356,18 @@ def test_the_key_is_asked_for_once_and_kept_in_the_browser(keyed_server, context
     page.reload(); wait_model_shown(page)                                # kept: not asked again
     assert not dialog.is_visible()
     assert page.errors == []
+
+
+def test_no_webui_leaves_the_root_to_the_api_alone():
+    "`--no-webui` (make_app(webui=False)): `/` is a 404 in OpenAI's error shape; with the page on, `/` needs no key."
+    import argparse
+    import llmbook
+    from llmbook.serve import BackgroundServer, free_port, make_app, serve_args
+    p = argparse.ArgumentParser(); serve_args(p)
+    assert p.parse_args([]).webui is True and p.parse_args(["--no-webui"]).webui is False
+    model = llmbook.load(n_ctx=256)
+    with BackgroundServer(make_app(model, n_slots=1, webui=False), port=free_port()) as s:
+        r = httpx.get(s.url + "/")
+        assert r.status_code == 404 and "error" in r.json() and httpx.get(s.url + "/health").status_code == 200
+    with BackgroundServer(make_app(model, n_slots=1, api_key=KEY), port=free_port()) as s:
+        assert httpx.get(s.url + "/").status_code == 200 and httpx.get(s.url + "/v1/models").status_code == 401
