@@ -4,22 +4,23 @@
 
 # %% ../nbs/4_26_cli.ipynb #fc60b347
 from __future__ import annotations
-import argparse, json, os, sys, threading, time
+import argparse, json, os, random, signal, sys, threading, time
 from pathlib import Path
 import numpy as np
 from .gguf import GGUFFile
 from .untrusted import summary
 from .kvcache import ContextFullError
 from .attention_kernels import KV_STORAGES
+from . import __version__
 from .model import default_model_path
 from .tokenizer import Tokenizer
 from .tokenizer_extras import EXTRAS
-from .loading import load
+from .loading import load, model_file
 from .grammar import as_grammar
 from .speculative import speculator
 from .runtime import cpu_summary, read_bandwidth
 from .engine import benchmark, numba_cache_stats
-from .quantize import FILE_TYPES, SAMPLE_TEXT, measure, quantize_model
+from .quantize import FILE_TYPES, SAMPLE_TEXT, file_type, measure, quantize_model
 from .int8 import KERNEL_SETS, KERNEL_SET_NAMES, kernel_set
 
 # %% auto #0
@@ -32,6 +33,7 @@ def _build_parser(commands=None) -> argparse.ArgumentParser:
     "The `llmbook` argument parser: one subcommand per entry of `COMMANDS`, with the arguments of `commands` (default all)."
     parser = argparse.ArgumentParser(prog="llmbook",
                                      description="LLM inference from GGUF files, in numpy and numba.")
+    parser.add_argument("--version", action="version", version=f"llmbook {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (add_args, _, help) in COMMANDS.items():
         p = sub.add_parser(name, help=help, description=help)
@@ -69,20 +71,21 @@ def main(argv=None) -> int:
 # %% ../nbs/4_26_cli.ipynb #faa74428
 def _inspect_args(p: argparse.ArgumentParser):
     "`llmbook inspect PATH [--max-tensors N] [--key KEY]`"
-    p.add_argument("path", help="a .gguf file")
+    p.add_argument("path", nargs="?", default=None, help="a .gguf file (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--max-tensors", type=int, default=None, metavar="N",
                    help="show only the first N tensors of the table")
     p.add_argument("--key", default=None, help="print only this metadata value, in full, as JSON")
 
 def _run_inspect(args) -> int:
     "Print a GGUF file's summary (or one metadata value, as JSON)."
-    with GGUFFile(args.path) as f:
+    path = args.path or default_model_path()
+    with GGUFFile(path) as f:
         if args.key is None:
             print(summary(f, max_tensors=args.max_tensors))
             ks = kernel_set()
             print(f"\nkernels on this CPU: {ks} ({KERNEL_SET_NAMES[ks]})")
             return 0
-        if args.key not in f.metadata: raise KeyError(f"{args.path}: no metadata key {args.key!r}")
+        if args.key not in f.metadata: raise KeyError(f"{path}: no metadata key {args.key!r}")
         print(json.dumps(f.metadata[args.key], ensure_ascii=False, indent=None))
     return 0
 
@@ -101,9 +104,9 @@ class _Notice:
         self.timer.daemon = True
         self.timer.start()
         return self
-    def __exit__(self, *exc):
+    def __exit__(self, failed, *exc):
         self.timer.cancel()
-        if self.said:
+        if self.said and failed is None:        # a step that failed is not "done": its error follows
             seconds = time.perf_counter() - self.t0
             print(f"llmbook: {self.what}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
 
@@ -114,7 +117,7 @@ def _model_args(p: argparse.ArgumentParser):
     p.add_argument("--threads", "-t", type=int, default=None, metavar="N",
                    help="threads for the kernels (default: all cores)")
     p.add_argument("--ctx", "-c", type=int, default=None, metavar="N",
-                   help="context size in tokens (default: the model's, at most 4096)")
+                   help="context size in tokens (default: the model's, at most 4096; 0: the model's, however long)")
     p.add_argument("--kernels", default=None, choices=["auto", *KERNEL_SETS],
                    help="matrix kernels: avx2 (integer dot products) or float; "
                         "default auto, the best this CPU has (or $LLMBOOK_KERNELS)")
@@ -124,7 +127,7 @@ def _model_args(p: argparse.ArgumentParser):
 # %% ../nbs/4_26_cli.ipynb #027471ff
 def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
     p.add_argument("--max-tokens", "-n", type=int, default=max_tokens, metavar="N",
-                   help=f"generate at most N tokens (default {max_tokens})")
+                   help=f"generate at most N tokens (default {max_tokens}; -1: until the end or a full context)")
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0: greedy, the most likely token (default); higher: more varied")
     p.add_argument("--top-k", type=int, default=40,
@@ -150,11 +153,13 @@ def _sampling_args(p: argparse.ArgumentParser, max_tokens: int):
     p.add_argument("--json-schema", default=None, metavar="FILE_OR_JSON",
                    help="constrain the output to JSON valid for this JSON Schema (a file, or the JSON itself; "
                         "'{\"type\": \"object\"}' is any JSON object)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random draws (default 0)")
+    p.add_argument("--seed", "-s", type=int, default=None,
+                   help="seed of the random draws: the same seed, the same text (default, or -1: a random seed, "
+                        "printed with --verbose)")
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="stop before this text (repeatable)")
     p.add_argument("--verbose", "-v", action="store_true",
-                   help="print prefill and decode speed (tokens/s) to stderr")
+                   help="print the seed, and prefill and decode speed (tokens/s), to stderr")
 
 # %% ../nbs/4_26_cli.ipynb #65618122
 def _logit_bias(text: str) -> tuple:
@@ -181,9 +186,19 @@ def _read_constraint(args) -> dict:
     return {"grammar": as_grammar(**out)} if out else {}
 
 # %% ../nbs/4_26_cli.ipynb #bd123b72
+def _flag_counts(args):
+    "llama.cpp's conventions: `-n -1` is until the end (None), `--seed -1` or none is a random seed, drawn here."
+    if args.max_tokens < -1: raise ValueError(f"--max-tokens must be -1 (until the end) or at least 0, got {args.max_tokens}")
+    if args.seed is not None and not -1 <= args.seed < 2**32:
+        raise ValueError(f"--seed must be -1 (random) or in [0, 2**32), got {args.seed}")
+    if args.seed in (None, -1): args.seed = random.SystemRandom().randrange(2**32)
+    if args.verbose: print(f"llmbook: seed {args.seed}", file=sys.stderr)
+    return (None if args.max_tokens == -1 else args.max_tokens), args.seed
+
 def _sampling(args) -> dict:
-    return dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed, stop=args.stop,
+    max_tokens, seed = _flag_counts(args)
+    return dict(max_tokens=max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=seed, stop=args.stop,
                 presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty,
                 penalty_last_n=args.penalty_last_n, logit_bias=dict(args.logit_bias) or None,
                 logprobs=args.logprobs, **_read_constraint(args))
@@ -227,10 +242,61 @@ def _timings(c) -> str:
     st = c.speculation
     return c.timings() + (f", draft: {st['accepted']} of {st['drafted']} guesses accepted, {st['passes']} passes" if st else "")
 
+def _trained_length(path) -> int | None:
+    "The context the model in GGUF file `path` was trained on (its `ARCH.context_length`), if the file says."
+    with GGUFFile(path) as f:
+        n = f.metadata.get(f"{f.metadata.get('general.architecture')}.context_length")
+    return int(n) if isinstance(n, int) and n > 0 else None
+
 def _load(args):
-    name = args.model or "the default model"
-    with _Notice(f"loading {name}"):
-        return load(args.model, n_threads=args.threads, n_ctx=args.ctx, kernels=args.kernels, cache_type=args.cache_type)
+    "Load `--model` as the flags ask (`--ctx 0`: the trained length, as llama.cpp's `-c 0`); warn once where the flags go past what the model or the machine has."
+    if args.ctx is not None and args.ctx < 0: raise ValueError(f"--ctx must be 0 (the model's trained length) or positive, got {args.ctx}")
+    if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    with _Notice(f"loading {args.model or 'the default model'}"):
+        path = model_file(args.model)
+        n_ctx = _trained_length(path) if args.ctx == 0 else args.ctx
+        m = load(path, n_threads=args.threads, n_ctx=n_ctx, kernels=args.kernels, cache_type=args.cache_type)
+    trained, cores = m.config.n_ctx_train, os.cpu_count() or 1
+    if m.n_ctx > trained:
+        print(f"llmbook: warning: --ctx {m.n_ctx} is past the {trained:,} tokens this model was trained on: "
+              "its text may fall apart beyond them", file=sys.stderr)
+    if args.threads and args.threads > cores:
+        print(f"llmbook: warning: --threads {args.threads} is more than this machine's {cores} CPUs: "
+              "the threads take turns, which is slower", file=sys.stderr)
+    return m
+
+def _context_advice(m, n_prompt: int, max_tokens) -> str:
+    "What to do about a prompt of `n_prompt` tokens that does not fit: the `--ctx` that takes it, or why none can."
+    trained, room = m.config.n_ctx_train, n_prompt + (max_tokens if max_tokens is not None else 256)
+    said = f"the prompt is {n_prompt:,} tokens and the context {m.n_ctx:,} (--ctx {m.n_ctx})"
+    if n_prompt >= trained: return f"{said}; this model was trained on {trained:,} tokens: shorten the prompt"
+    ctx = min(-(-room // 256) * 256, trained)                    # a round number, at most the trained length
+    return f"{said}: run with --ctx {ctx}" + (f" (this model was trained on {trained:,} tokens)" if ctx == trained else "")
+
+def _say_end(c, m, args):
+    "On stderr: why a reply ended when the user should know (Ctrl-C, a full context), and the timings (--verbose, or Ctrl-C)."
+    if c.stop_reason == "context":
+        more = min(2 * m.n_ctx, m.config.n_ctx_train)
+        print(f"llmbook: the context is full ({m.n_ctx:,} tokens): the text was cut off there; "
+              + (f"--ctx {more} gives it room" if more > m.n_ctx else
+                 f"this model was trained on {m.config.n_ctx_train:,} tokens"), file=sys.stderr)
+    if c.stop_reason == "cancelled": print("llmbook: stopped (Ctrl-C)", file=sys.stderr)
+    if args.verbose or c.stop_reason == "cancelled": print(f"llmbook: {_timings(c)}", file=sys.stderr)
+
+class _CtrlC:
+    """While a reply is made, Ctrl-C stops it between two tokens, as llama-cli's does, instead of ending the program:
+    the first sets the event the generation loop checks (its `cancel`), a second one (in a long prompt, say)
+    interrupts as usual. Only the main thread receives signals, so elsewhere (a notebook's worker) it does nothing."""
+    def __enter__(self) -> threading.Event:
+        self.stop, self.old = threading.Event(), None
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGINT, self._interrupt)
+        return self.stop
+    def _interrupt(self, *_):
+        if self.stop.is_set(): raise KeyboardInterrupt
+        self.stop.set()
+    def __exit__(self, *exc):
+        if self.old is not None: signal.signal(signal.SIGINT, self.old)
 
 def _write_stream(stream):
     "Print a generation's pieces as they come; return the `Completion`."
@@ -252,16 +318,19 @@ def _generate_args(p: argparse.ArgumentParser):
                    help="do not stop at end-of-generation tokens (never draw them)")
 
 def _run_generate(args) -> int:
-    "Print the completion of the prompt as it is made, then a newline."
+    "Print the completion of the prompt as it is made, then a newline (Ctrl-C: what was made, and exit status 130)."
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     options = _sampling(args)
     m = _load(args)
     draft = _speculation(args, m)
-    c = _write_stream(m.generate(prompt, stream=True, ignore_eos=args.ignore_eos, draft=draft(), **options))
+    with _CtrlC() as stop:
+        try: c = _write_stream(m.generate(prompt, stream=True, ignore_eos=args.ignore_eos, draft=draft(), cancel=stop, **options))
+        except ContextFullError:
+            raise ValueError(_context_advice(m, len(m.tokenizer.encode(prompt)), options["max_tokens"])) from None
     print(flush=True)
     _print_logprobs(c, m.tokenizer)
-    if args.verbose: print(f"llmbook: {_timings(c)}", file=sys.stderr)
-    return 0
+    _say_end(c, m, args)
+    return 130 if c.stop_reason == "cancelled" else 0
 
 COMMANDS["generate"] = (_generate_args, _run_generate, "continue a prompt, streaming the text to stdout")
 
@@ -275,26 +344,31 @@ def _chat_args(p: argparse.ArgumentParser):
                    help="a system message to start each conversation with")
 
 def _run_chat(args) -> int:
-    "Answer each line of stdin in one conversation, until an empty line or the end of input."
+    """Answer each line of stdin in one conversation, until an empty line or the end of input. Ctrl-C stops a reply
+    (what was said stays in the conversation) and returns to the prompt; at the prompt, it ends the chat."""
     options = _sampling(args)
     m = _load(args)
     draft, session, interactive = _speculation(args, m), m.session(), sys.stdin.isatty()
-    if interactive: print("llmbook chat: an empty line or Ctrl-D quits, /reset starts over", file=sys.stderr)
+    if interactive:
+        print("llmbook chat: Ctrl-C stops a reply; an empty line, Ctrl-D or Ctrl-C here quits; /reset starts over", file=sys.stderr)
     while True:
         if interactive: print("> ", end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline()
+        try: line = sys.stdin.readline()
+        except KeyboardInterrupt: print(file=sys.stderr); return 130
         if not line.strip(): return 0                        # end of input, or an empty line
         text = line.rstrip("\r\n")
         if text.strip() == "/reset":
             session.reset(); print("llmbook: (new conversation)", file=sys.stderr); continue
         message = [{"role": "user", "content": text}]
         if args.system and not session.messages: message.insert(0, {"role": "system", "content": args.system})
-        try: c = _write_stream(session.chat(message, stream=True, draft=draft(), **options))
-        except ContextFullError as e:
-            print(f"llmbook chat: {e} (/reset starts a new conversation)", file=sys.stderr); continue
+        with _CtrlC() as stop:
+            try: c = _write_stream(session.chat(message, stream=True, draft=draft(), cancel=stop, **options))
+            except ContextFullError:
+                print(f"llmbook chat: the conversation no longer fits in the context of {m.n_ctx:,} tokens (--ctx): "
+                      "/reset starts a new one", file=sys.stderr); continue
         print(flush=True)
         _print_logprobs(c, m.tokenizer)
-        if args.verbose: print(f"llmbook: {_timings(c)}", file=sys.stderr)
+        _say_end(c, m, args)
 
 COMMANDS["chat"] = (_chat_args, _run_chat, "chat with a model, one message per line of stdin")
 
@@ -332,9 +406,22 @@ def _quantize_args(p: argparse.ArgumentParser):
     p.add_argument("--type", "-q", default="Q8_0", metavar="TYPE",
                    help=f"the file type: {', '.join(FILE_TYPES)} (Q4_K = Q4_K_M, Q5_K = Q5_K_M; default Q8_0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--allow-requantize", action="store_true",
+                   help="quantize weights that are already quantized (each rounding adds error: start from F16 if you can)")
+
+def _quantized_types(path) -> list:
+    "The quantized types (all but F32, F16 and BF16) among the tensors of GGUF file `path`."
+    with GGUFFile(path) as f:
+        return sorted({t.type for t in f.tensors.values()} - {"F32", "F16", "BF16"})
 
 def _run_quantize(args) -> int:
-    "Write the quantized file and print its one-line summary."
+    "Write the quantized file and print its one-line summary; refuse, as llama-quantize does, to round weights twice unasked."
+    file_type(args.type)                                          # an unknown type fails first
+    out_dir = Path(args.output).expanduser().parent
+    if not out_dir.is_dir(): raise FileNotFoundError(f"no such folder for the output: {out_dir}")
+    if not args.allow_requantize and (types := _quantized_types(args.input)):
+        raise ValueError(f"{args.input} is already quantized ({', '.join(types)}): quantizing it again adds a second "
+                         "rounding; start from an F16 or BF16 file, or pass --allow-requantize")
     print(quantize_model(args.input, args.output, args.type, progress=not args.quiet).summary())
     return 0
 
@@ -383,18 +470,24 @@ def _perplexity_numbers(args) -> dict:
         ref_scores, out = measure(ref, {"model": m}, ids, args.ctx, bos, progress=True)
         scores = out["model"]
     res = {"model": str(m.gguf.path), "text_tokens": len(ids), "ctx": args.ctx, "scored_tokens": scores.n_tokens,
-           "perplexity": scores.perplexity}
+           "perplexity": scores.perplexity, "perplexity_error": _perplexity_error(scores.nll)}
     if ref is not None:
         res.update(reference=str(ref.gguf.path), reference_perplexity=ref_scores.perplexity,
                    mean_kl=scores.mean_kl, kl_p99=scores.kl_quantile(0.99), top1_agreement=scores.top1)
     return res
+
+def _perplexity_error(nll) -> float:
+    """The standard error of the perplexity, as llama-perplexity prints it (`PPL = x +/- e`): the mean of the
+    tokens' -log q has standard error s / sqrt(n), and the perplexity exp(mean) moves by itself times that."""
+    nll = np.asarray(nll, np.float64)
+    return float(np.exp(nll.mean()) * nll.std() / np.sqrt(nll.size - 1)) if nll.size > 1 else float("nan")
 
 def _run_perplexity(args) -> int:
     "Print `_perplexity_numbers`, as text or as JSON."
     r = _perplexity_numbers(args)
     if args.json: print(json.dumps(r)); return 0
     print(f"model:       {r['model']}\ntext:        {r['text_tokens']} tokens, windows of {r['ctx']}, "
-          f"{r['scored_tokens']} scored\nperplexity:  {r['perplexity']:.4f}")
+          f"{r['scored_tokens']} scored\nperplexity:  {r['perplexity']:.4f} ± {r['perplexity_error']:.4f}")
     if "reference" in r:
         print(f"reference:   {r['reference']} (perplexity {r['reference_perplexity']:.4f})\n"
               f"KL divergence: mean {r['mean_kl']:.6f}, 99th percentile {r['kl_p99']:.6f}\n"

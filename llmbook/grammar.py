@@ -614,9 +614,17 @@ class GrammarMatcher:
         return bool(self.grammar.eog_ok[self.state])
     @property
     def must_end(self) -> bool:
-        "Is the text complete with nothing allowed after it (only end of generation)?"
+        "Is the text complete with nothing allowed after it (only end of generation; or, for JSON, only padding)?"
         stacks, _, n_remain = self.grammar._states[self.state]
-        return n_remain == 0 and stacks == frozenset({()})
+        return (n_remain == 0 and stacks == frozenset({()})) or self.padding_only
+    @property
+    def padding_only(self) -> bool:
+        """For a grammar of JSON (`ends_at_value`): is the value complete, with only whitespace allowed after it?
+        JSON's rules allow padding after a value (`"\\n\\n\\t\\t..."`, as llama.cpp's do), which says nothing."""
+        if not (self.grammar.ends_at_value and self.can_end): return False       # (rare: checked only then)
+        return all(t in self._eog or not self.trie.pieces[t].strip() for t in np.flatnonzero(self.mask()))
+
+Grammar.ends_at_value = False       # True for the grammars of JSON Schemas (`as_grammar` sets it): see `padding_only`
 
 # %% ../nbs/4_24_grammar.ipynb #6ca31ca4
 JSON_RULES = r'''space ::= | " " | "\n"{1,2} [ \t]{0,20}
@@ -1118,7 +1126,9 @@ def as_grammar(grammar=None, json_schema=None) -> Grammar | None:
     if json_schema is not None:
         try: text = json_schema if isinstance(json_schema, str) else json.dumps(json_schema)   # keys keep their order
         except RecursionError: raise GrammarError("the JSON Schema is nested too deeply") from None
-        return _compiled(json_schema_to_grammar(text))
+        g = _compiled(json_schema_to_grammar(text))
+        g.ends_at_value = True                          # the answer ends with its value, not with padding after it
+        return g
     return None
 
 # %% ../nbs/4_24_grammar.ipynb #b029235f
@@ -1133,8 +1143,10 @@ def _constrained_sample(sample, logits, matcher: GrammarMatcher):
 # %% ../nbs/4_24_grammar.ipynb #d281e93f
 @patch
 def pick(self: GrammarMatcher, sample, logits) -> int:
-    "The next token by `_constrained_sample`; the matcher's state moves past it."
-    token, _ = _constrained_sample(sample, logits, self)
+    """The next token by `_constrained_sample` (once a JSON value is complete, the likeliest end-of-generation token:
+    the answer ends with the value); the matcher's state moves past it."""
+    if self.padding_only and self._eog: token = max(self._eog, key=lambda t: logits[t])
+    else: token, _ = _constrained_sample(sample, logits, self)
     self.accept(token)
     return token
 

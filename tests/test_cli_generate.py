@@ -1,7 +1,7 @@
 """`llmbook generate`, `chat` and `tokenize` as a user runs them: subprocesses, stdout, stderr, exit status."""
-import json
+import json, os, re, select, signal, subprocess, sys, time
 import pytest
-from conftest import llmbook, load_fixture
+from conftest import llmbook, load_fixture, LLMBOOK_SCRIPT
 from llmbook.loading import load
 from llmbook.testmodels import write_random_chat_model
 
@@ -64,8 +64,9 @@ def test_generate_verbose_and_stop(tiny):
 
 @pytest.mark.parametrize("args, words", [
     (["--max-tokens", "abc"], ["invalid int"]), (["--temperature", "-1"], ["temperature"]),
-    (["--top-p", "0"], ["top_p"]), (["--max-tokens", "-5"], ["max_tokens"]), (["--ctx", "0"], ["n_ctx"]),
-    (["--threads", "0"], ["n_threads"]), (["--bogus"], ["unrecognized"]),
+    (["--top-p", "0"], ["top_p"]), (["--max-tokens", "-5"], ["--max-tokens", "-1"]), (["--ctx", "-3"], ["--ctx", "0"]),
+    (["--threads", "0"], ["--threads"]), (["--seed", "-2"], ["--seed", "-1 (random)"]), (["--seed", str(2**32)], ["--seed"]),
+    (["--bogus"], ["unrecognized"]),
 ])
 def test_generate_bad_arguments(tiny, args, words):
     one_error_line(llmbook("generate", "--model", tiny, *args, "hi"), *words)
@@ -84,7 +85,12 @@ def test_bad_model_files(tmp_path, junk):
 
 
 def test_prompt_longer_than_context(tiny):
-    one_error_line(llmbook("generate", "--model", tiny, "--ctx", "16", "a b c d e f g h i j k l m n o p q r s t"), "do not fit")
+    # the error names the flag and a value that takes the prompt and the tokens asked for (here the trained 256)
+    one_error_line(llmbook("generate", "--model", tiny, "--ctx", "16", "a b c d e f g h i j k l m n o p q r s t"),
+                   "the prompt is", "(--ctx 16)", "run with --ctx 256", "trained on 256 tokens")
+    one_error_line(llmbook("generate", "--model", tiny, "--ctx", "16", "-n", "8", "a b c d e f g h i j k l m n o p q r s t"),
+                   "run with --ctx 256")
+    one_error_line(llmbook("generate", "--model", tiny, "--ctx", "16", "a " * 300), "trained on 256 tokens: shorten the prompt")
 
 
 def test_chat_from_a_pipe(tiny):
@@ -108,7 +114,7 @@ def test_chat_reset_empty_line_system(tiny):
 def test_chat_context_full_goes_on(tiny):
     r = llmbook("chat", "--model", tiny, "--ctx", "120", "-n", "4", input="hi\n" + "x " * 200 + "\n/reset\nhi\n")
     assert r.returncode == 0, r.stderr
-    assert "do not fit" in r.stderr and r.stdout.count("\n") == 2
+    assert "no longer fits in the context of 120 tokens (--ctx)" in r.stderr and r.stdout.count("\n") == 2
 
 
 def test_chat_without_template(tmp_path):
@@ -172,10 +178,10 @@ def test_generate_grammar_and_json_schema(tiny, tmp_path):
     r = llmbook("generate", "--model", tiny, "-n", "60", "--grammar", g, "Say:")
     assert r.returncode == 0 and Grammar(g.read_text()).accepts_text(r.stdout[:-1], complete=False), r.stdout
     schema = '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}'
-    r = llmbook("generate", "--model", tiny, "-n", "40", "--json-schema", schema, "--temperature", "0.9", "x")
+    r = llmbook("generate", "--model", tiny, "-n", "40", "--json-schema", schema, "--temperature", "0.9", "--seed", "3", "x")
     assert r.returncode == 0 and Grammar(json_schema_to_grammar(schema)).accepts_text(r.stdout[:-1], complete=False)
     (tmp_path / "s.json").write_text(schema)
-    r2 = llmbook("generate", "--model", tiny, "-n", "40", "--json-schema", tmp_path / "s.json", "--temperature", "0.9", "x")
+    r2 = llmbook("generate", "--model", tiny, "-n", "40", "--json-schema", tmp_path / "s.json", "--temperature", "0.9", "--seed", "3", "x")
     assert r2.stdout == r.stdout
 
 
@@ -196,3 +202,93 @@ def test_grammar_file_errors_name_line_and_column(tiny, tmp_path):
     g.write_text('root ::= item\nitem ::= "a" | [b-\n')
     one_error_line(llmbook("generate", "--model", tiny, "--grammar", g, "hi"), "line 2, column 16", "character class")
     one_error_line(llmbook("generate", "--model", tiny, "--grammar", g, "--json-schema", "{}", "hi"), "not both")
+
+
+def test_version_and_inspect_default():
+    r = llmbook("--version")
+    assert r.returncode == 0 and re.fullmatch(r"llmbook \d+\.\d+\.\d+\n", r.stdout)
+    r = llmbook("inspect", "--key", "general.name")                     # the embedded model, as every other command
+    assert r.returncode == 0 and "SmolLM2" in r.stdout or "Smollm2" in r.stdout, r.stderr
+
+
+def test_seed_and_count_conventions(tiny):
+    args = ["generate", "--model", tiny, "-n", "16", "--temperature", "0.9", "--ignore-eos", "the cat"]
+    a, b = llmbook(*args), llmbook(*args)
+    assert a.returncode == b.returncode == 0 and a.stdout != b.stdout   # no --seed: a random seed each run, as llama-cli
+    r = llmbook(*args, "--seed", "-1", "-v")
+    seed = int(re.search(r"seed (\d+)", r.stderr).group(1))
+    assert llmbook(*args, "--seed", seed).stdout == r.stdout             # the seed printed repeats the text
+    assert r.stdout == load(tiny).generate("the cat", max_tokens=16, temperature=0.9, ignore_eos=True, seed=seed) + "\n"
+    r = llmbook("generate", "--model", tiny, "-n", "-1", "--ignore-eos", "--ctx", "40", "the cat")   # -1: until the end
+    assert r.returncode == 0 and "context is full (40 tokens)" in r.stderr and "--ctx 80 gives it room" in r.stderr
+    assert r.stdout == load(tiny, n_ctx=40).generate("the cat", max_tokens=None, ignore_eos=True) + "\n"
+
+
+def test_ctx_zero_and_warnings(tiny):
+    r = llmbook("generate", "--model", tiny, "-n", "-1", "--ignore-eos", "--ctx", "0", "the cat")    # 0: the trained 256
+    assert r.returncode == 0 and "context is full (256 tokens)" in r.stderr and "trained on 256 tokens" in r.stderr
+    r = llmbook("generate", "--model", tiny, "-n", "2", "--ctx", "512", "--threads", (os.cpu_count() or 1) + 1, "the cat")
+    assert r.returncode == 0 and "--ctx 512 is past the 256 tokens" in r.stderr and "more than this machine's" in r.stderr
+    assert r.stderr.count("warning") == 2
+
+
+def _start(*args):
+    cmd = [str(LLMBOOK_SCRIPT)] if LLMBOOK_SCRIPT.exists() else [sys.executable, "-m", "llmbook.cli"]
+    return subprocess.Popen(cmd + [str(a) for a in args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+def _read_until(p, n_bytes: int, timeout: float = 120) -> bytes:
+    "What `p` printed on stdout, once it has printed at least `n_bytes` (a reply well under way)."
+    got, t0 = b"", time.time()
+    while len(got) < n_bytes and time.time() - t0 < timeout:
+        if select.select([p.stdout], [], [], 1)[0]: got += os.read(p.stdout.fileno(), 4096)
+    return got
+
+
+def test_ctrl_c_ends_generate_with_its_text_and_timings(smollm2_path):
+    prompt = "Once upon a time"
+    p = _start("generate", "-n", 300, "--ignore-eos", prompt)
+    got = _read_until(p, 40)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    out, err = (got + out).decode(), err.decode()
+    full = load(smollm2_path).generate(prompt, max_tokens=300, ignore_eos=True)
+    assert p.returncode == 130 and out.endswith("\n") and full.startswith(out[:-1]) and len(out) - 1 < len(full)
+    assert "stopped (Ctrl-C)" in err and "stop: cancelled" in err and "tok/s" in err and "Traceback" not in err
+
+
+def test_ctrl_c_stops_a_chat_reply_and_the_chat_goes_on(smollm2_path):
+    first, second = "Write a long story about a dragon and a knight.", "What was the knight's name? Answer in a few words."
+    p = _start("chat", "-n", 300)
+    p.stdin.write(first.encode() + b"\n"); p.stdin.flush()
+    got = _read_until(p, 40)
+    p.send_signal(signal.SIGINT)                                        # stop the story, not the program
+    time.sleep(0.5)
+    p.stdin.write(second.encode() + b"\n"); p.stdin.flush()
+    out, err = p.communicate(b"", timeout=120)                          # then the end of input ends the chat
+    out, err = (got + out).decode(), err.decode()
+    assert p.returncode == 0 and err.count("stopped (Ctrl-C)") == 1 and "Traceback" not in err, err
+    m = load(smollm2_path)
+    story = m.chat([{"role": "user", "content": first}], max_tokens=300)
+    # the cut story is a prefix of the whole one; it stays in the conversation, and the answer to the second
+    # message is the one the library gives after it
+    cuts = [i for i in range(1, len(story)) if out[i:i + 1] == "\n" and out[:i] == story[:i]]
+    def answer(cut):
+        s = m.session()
+        s.messages = [{"role": "user", "content": first}, {"role": "assistant", "content": out[:cut]}]
+        return s.chat(second, max_tokens=300)
+    assert any(out[cut + 1:] == answer(cut) + "\n" for cut in cuts), out
+
+
+def test_json_schema_answer_ends_with_the_json(smollm2_path):
+    # JSON's rules allow whitespace after a value, and SmolLM2 used to pad its answer with blank lines and tabs
+    # before its end token; the answer now ends where the value does
+    schema = '{"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}'
+    r = llmbook("generate", "-n", 100, "-v", "--json-schema", schema, "A person, as JSON:")
+    assert r.returncode == 0 and "stop: eos" in r.stderr, r.stderr
+    assert r.stdout.endswith("}\n") and set(json.loads(r.stdout)) == {"name", "age"}
+    from llmbook.grammar import as_grammar
+    m = load(smollm2_path)
+    for t in (0.0, 0.9):
+        c = m.chat([{"role": "user", "content": "Give me a person as JSON."}], grammar=as_grammar(json_schema=schema),
+                   temperature=t, seed=1, max_tokens=100)
+        assert c.stop_reason == "eos" and str(c).endswith("}"), repr(str(c))

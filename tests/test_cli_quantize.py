@@ -27,24 +27,29 @@ def one_error_line(r, *words):
 
 def test_quantize(tiny, tmp_path):
     out = tmp_path / "tiny-q4_0.gguf"
-    r = llmbook("quantize", tiny, out, "--type", "q4_0", "--quiet")
+    r = llmbook("quantize", tiny, out, "--type", "q4_0", "--quiet", "--allow-requantize")
     assert r.returncode == 0 and r.stdout.count("\n") == 1 and r.stderr == "", r.stderr
     assert "Q4_0" in r.stdout and "bits/weight" in r.stdout
     with GGUFFile(out) as f: assert f.metadata["general.file_type"] == file_type("Q4_0").id
-    r = llmbook("quantize", tiny, tmp_path / "bar.gguf", "--type", "Q8_0")      # the progress bar, on stderr
+    r = llmbook("quantize", tiny, tmp_path / "bar.gguf", "--type", "Q8_0", "--allow-requantize")   # the progress bar, on stderr
     assert r.returncode == 0 and "quantize Q8_0" in r.stderr and "100%" in r.stderr and r.stdout.count("\n") == 1
 
 
 def test_quantize_errors(tiny, tmp_path):
     one_error_line(llmbook("quantize", tiny, tmp_path / "x.gguf", "--type", "Q9"), "unknown quantization type")
     assert not (tmp_path / "x.gguf").exists()
-    one_error_line(llmbook("quantize", tiny, tiny, "--type", "Q8_0"), "must differ")
+    one_error_line(llmbook("quantize", tiny, tiny, "--type", "Q8_0", "--allow-requantize"), "must differ")
     one_error_line(llmbook("quantize", tmp_path / "missing.gguf", tmp_path / "y.gguf"), "missing.gguf")
+    # weights already quantized are not rounded twice unasked (as llama-quantize); a missing folder is said as such
+    one_error_line(llmbook("quantize", tiny, tmp_path / "z.gguf", "--type", "Q4_0"), "already quantized (Q8_0)", "--allow-requantize")
+    assert not (tmp_path / "z.gguf").exists()
+    one_error_line(llmbook("quantize", tiny, tmp_path / "no" / "such" / "z.gguf", "--allow-requantize"),
+                   "no such folder for the output", str(tmp_path / "no" / "such"))
 
 
 def test_perplexity_against_a_reference(tiny, words, tmp_path):
     q = tmp_path / "tiny-q4_0.gguf"
-    assert llmbook("quantize", tiny, q, "--type", "Q4_0", "--quiet").returncode == 0
+    assert llmbook("quantize", tiny, q, "--type", "Q4_0", "--quiet", "--allow-requantize").returncode == 0
     r = llmbook("perplexity", "--model", q, "--reference", tiny, "--text", words, "--ctx", "32", "--json")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
@@ -54,6 +59,9 @@ def test_perplexity_against_a_reference(tiny, words, tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["mean_kl"] == 0 and json.loads(r.stdout)["top1_agreement"] == 1
     r = llmbook("perplexity", "--model", q, "--reference", tiny, "--text", words, "--ctx", "32")
     assert r.returncode == 0 and "KL divergence: mean" in r.stdout and "top-1 agreement" in r.stdout
+    # the standard error, as llama-perplexity's `PPL = x +/- e`: exp(mean) * std / sqrt(n - 1) of the tokens' -log q
+    ppl, err = map(float, r.stdout.split("perplexity:")[1].split("\n")[0].split("±"))
+    assert abs(ppl - res["perplexity"]) < 1e-3 and 0 < err < ppl and abs(err - res["perplexity_error"]) < 1e-3
     r = llmbook("perplexity", "--model", tiny, "--text", "-", "--ctx", "32", "--json", input=words.read_text())
     assert r.returncode == 0 and "mean_kl" not in json.loads(r.stdout)
 
