@@ -4,7 +4,7 @@
 
 # %% ../nbs/4_22_hf.ipynb #828153a6
 from __future__ import annotations
-import hashlib, json, os, re, struct, time, warnings
+import dataclasses, hashlib, json, math, os, re, struct, time, warnings
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -16,8 +16,8 @@ from .tokenizer import Tokenizer, TokenType
 from .tokenizer_extras import EXTRAS, PRE_TOKENIZERS, sentencepiece_model
 
 # %% auto #0
-__all__ = ['HFError', 'write_safetensors', 'read_safetensors', 'permute_qk', 'llama3_rope_factors', 'read_hf', 'convert',
-           'export_hf', 'is_hub_name', 'HubError', 'load_source', 'convert_args', 'run_convert']
+__all__ = ['HF_ARCHS', 'HFError', 'write_safetensors', 'read_safetensors', 'permute_qk', 'llama3_rope_factors', 'read_hf',
+           'convert', 'export_hf', 'is_hub_name', 'HubError', 'load_source', 'convert_args', 'run_convert']
 
 # %% ../nbs/4_22_hf.ipynb #8893048f
 class HFError(ValueError):
@@ -65,6 +65,11 @@ class _SafetensorsEntry:
         np_dtype, ggml = _SAFETENSORS_DTYPES[self.dtype]
         if ggml == GGMLType.BF16: return QTensor(self.raw, ggml, self.shape or (1,))
         return self.raw.view(np_dtype).reshape(self.shape)
+
+    def u8(self) -> np.ndarray:
+        "The bytes of a U8 tensor (gpt-oss's MXFP4 blocks and scales) in its shape; HFError for another dtype."
+        if self.dtype != "U8": raise HFError(f"{self.path}: tensor {self.name!r} is {self.dtype}; MXFP4 blocks and scales are U8")
+        return self.raw.reshape(self.shape)
 
 # %% ../nbs/4_22_hf.ipynb #f7d7c9bb
 def read_safetensors(path) -> dict:
@@ -147,6 +152,9 @@ class _HFArch:
     permute_qk: bool        # undo the Q/K row permutation (Llama: HF pairs RoPE dims (i, i+d/2), GGUF (2i, 2i+1))
     norm_shift: float = 0.0 # added to every norm weight (Gemma stores w - 1)
     skip_lm_head: bool = False
+    hparams: object = None  # the family's own config.json keys: f(config, md) adds to md (or raises HFError)
+    tensors: object = None  # the family's own tensor layout: f(entries, config) -> entries under names the table knows
+    note: str = ""          # what this family's checkpoint does differently, in one line
 
 _HF_ARCHS = {a.hf: a for a in (
     _HFArch("LlamaForCausalLM", "llama", _LLAMA_BLOCK_NAMES, True),
@@ -154,6 +162,7 @@ _HF_ARCHS = {a.hf: a for a in (
     _HFArch("Qwen2ForCausalLM", "qwen2", _LLAMA_BLOCK_NAMES, False),
     _HFArch("Qwen3ForCausalLM", "qwen3", _LLAMA_BLOCK_NAMES, False),
     _HFArch("Gemma3ForCausalLM", "gemma3", _GEMMA3_BLOCK_NAMES, False, norm_shift=1.0, skip_lm_head=True))}
+HF_ARCHS = _HF_ARCHS     # the public name of the table (the section on more families below adds to it)
 
 def _gguf_name(hf_name: str, arch: _HFArch) -> str | None:
     "The GGUF name of checkpoint tensor `hf_name` (None: not a weight llama.cpp keeps); HFError if unknown."
@@ -183,16 +192,32 @@ def _get(config: dict, *keys, default=None):
         if config.get(k) is not None: return config[k]
     return default
 
+def _rope_params(config: dict) -> dict:
+    "config.json's RoPE settings: `rope_parameters` (transformers 5) or `rope_scaling` (before), global layers'."
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    return rope.get("full_attention", rope)
+
+_YARN_KEYS = {"extrapolation_factor": "yarn_ext_factor", "attention_factor": "yarn_attn_factor",
+              "attn_factor": "yarn_attn_factor", "beta_fast": "yarn_beta_fast", "beta_slow": "yarn_beta_slow"}
+
 def _rope_hparams(config: dict, arch: _HFArch) -> dict:
-    "The RoPE keys: base frequency (of the global and of the sliding-window layers) and linear scaling."
+    "The RoPE keys: base frequency (of the global and of the sliding-window layers), linear and YaRN scaling."
     a, c, md = arch.arch, config, {}
-    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
-    rope = rope.get("full_attention", rope)
+    rope = _rope_params(c)
     rope_type, factor = rope.get("rope_type", rope.get("type")), rope.get("factor")
     if rope_type == "linear" and factor:
         md[f"{a}.rope.scaling.type"], md[f"{a}.rope.scaling.factor"] = "linear", float(factor)
+    elif rope_type == "yarn" and factor:
+        md[f"{a}.rope.scaling.type"], md[f"{a}.rope.scaling.factor"] = "yarn", float(factor)
+        if rope.get("original_max_position_embeddings") is None:
+            raise HFError("config.json: YaRN RoPE scaling without original_max_position_embeddings")
+        md[f"{a}.rope.scaling.original_context_length"] = int(rope["original_max_position_embeddings"])
+        for k, key in _YARN_KEYS.items():
+            if rope.get(k) is not None: md[f"{a}.rope.scaling.{key}"] = float(rope[k])
+    elif rope_type in ("longrope", "su") and a == "phi3": pass          # Phi-3's own: factor tensors (below)
     elif rope_type not in (None, "default", "llama3"):
-        raise HFError(f"config.json: RoPE scaling {rope_type!r} is not supported (none, linear and llama3 are)")
+        raise HFError(f"config.json: RoPE scaling {rope_type!r} is not supported (none, linear, yarn and llama3 are; "
+                      "longrope for Phi-3)")
     theta = _get(rope, "rope_theta", default=_get(c, "rope_theta", "rotary_emb_base",
                                                   default=1_000_000.0 if a == "gemma3" else None))
     if theta is not None: md[f"{a}.rope.freq_base"] = float(theta)
@@ -223,6 +248,9 @@ def _hf_hparams(config: dict, arch: _HFArch) -> dict:
     if gemma:
         md[f"{a}.final_logit_softcapping"] = c.get("final_logit_softcapping") or None
         if c.get("sliding_window_pattern") != 1: md[f"{a}.attention.sliding_window"] = c.get("sliding_window")
+    md[f"{a}.expert_count"] = _get(c, "num_local_experts", "num_experts")           # mixtures of experts
+    md[f"{a}.expert_used_count"] = _get(c, "num_experts_per_tok", "num_experts_per_token")
+    if arch.hparams: arch.hparams(c, md)
     md = {k: v for k, v in md.items() if v is not None}
     for k in (f"{a}.attention.layer_norm_rms_epsilon", f"{a}.final_logit_softcapping"):
         if k in md: md[k] = float(md[k])
@@ -288,13 +316,17 @@ _SPLIT_BYTES = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": 
 _LLAMA3_RX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2_RX = _LLAMA3_RX.replace(r"\p{N}{1,3}", r"\p{N}")
+_O200K_RX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+             r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+             r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")   # OpenAI's o200k (gpt-4o, gpt-oss)
 def _split(rx): return {"type": "Split", "pattern": {"Regex": rx}, "behavior": "Isolated", "invert": False}
 
 _PRE_TOKENIZER_JSON = {   # family (the name llmbook's tokenizer gives that expression) -> tokenizer.json's pre_tokenizer
     "gpt-2": _BYTELEVEL,
     "starcoder": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTELEVEL]},
     "llama-bpe": {"type": "Sequence", "pretokenizers": [_split(_LLAMA3_RX), _SPLIT_BYTES]},
-    "qwen2": {"type": "Sequence", "pretokenizers": [_split(_QWEN2_RX), _SPLIT_BYTES]}}
+    "qwen2": {"type": "Sequence", "pretokenizers": [_split(_QWEN2_RX), _SPLIT_BYTES]},
+    "gpt-4o": {"type": "Sequence", "pretokenizers": [_split(_O200K_RX), _SPLIT_BYTES]}}
 
 def _pre_tokenizer_family(pre: dict | None) -> str:
     "Which family of pre-tokenizer expression a tokenizer.json `pre_tokenizer` is: a key of `_PRE_TOKENIZER_JSON`."
@@ -306,10 +338,11 @@ def _pre_tokenizer_family(pre: dict | None) -> str:
         return "starcoder"
     if kinds == ["Split", "ByteLevel"] and not byte_level[0].get("use_regex", True):
         rx = (parts[0].get("pattern") or {}).get("Regex", "")
+        if r"\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}" in rx: return "gpt-4o"
         if r"\p{N}{1,3}" in rx: return "llama-bpe"
         if r"\p{N}|" in rx: return "qwen2"
     raise HFError(f"tokenizer.json: pre-tokenizer {json.dumps(pre)[:200]} is not one llmbook knows "
-                  f"(byte-level BPE of the GPT-2, StarCoder/SmolLM, Llama 3 or Qwen 2 kind)")
+                  f"(byte-level BPE of the GPT-2, StarCoder/SmolLM, Llama 3, Qwen 2 or o200k kind)")
 
 # %% ../nbs/4_22_hf.ipynb #3f6650d1
 _SPECIAL_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id", "sep": "seperator_token_id",
@@ -414,6 +447,39 @@ def _spm_vocab(path: Path, vocab_size: int | None, tok_config: dict | None) -> d
     return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.pre": "default", "tokenizer.ggml.tokens": tokens,
             "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types}
 
+# %% ../nbs/4_22_hf.ipynb #ae263ef0
+def _spm_json_vocab(tok_json: dict, vocab_size: int | None) -> dict:
+    "tokenizer.ggml.* of a SentencePiece-style BPE tokenizer.json (byte_fallback): scores from the merges' order."
+    model, rank = tok_json["model"], {}
+    for r, pair in enumerate(model.get("merges") or []):
+        a, b = pair.split(" ", 1) if isinstance(pair, str) else pair
+        rank.setdefault(a + b, r)
+    vocab = dict(model.get("vocab") or {})
+    added = {t["id"]: t for t in tok_json.get("added_tokens", [])}
+    n = vocab_size or max([*vocab.values(), *added]) + 1
+    if max([*vocab.values(), *added]) >= n: raise HFError(f"tokenizer.json has token ids beyond vocab_size {n}")
+    tokens, scores, types = [f"[PAD{i}]" for i in range(n)], [-10000.0] * n, [int(TokenType.UNUSED)] * n
+    for t, i in vocab.items():
+        tokens[i], scores[i] = t, -float(rank.get(t, 0))
+        types[i] = int(TokenType.UNKNOWN if t == model.get("unk_token") else
+                       TokenType.BYTE if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t) else TokenType.NORMAL)
+    for i, t in added.items():
+        if types[i] == TokenType.UNKNOWN: continue
+        text = t["content"]
+        if t.get("special") or _looks_special(text): types[i] = int(TokenType.CONTROL)
+        else: text = text.replace("\u2581", " "); types[i] = int(TokenType.USER_DEFINED)
+        tokens[i], scores[i] = text, -1000.0
+    return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.pre": "default", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types}
+
+def _adds_space_prefix(tok_json: dict) -> bool:
+    "Does this SentencePiece-style tokenizer.json put `▁` before the text (a Prepend normalizer, or Metaspace)?"
+    def parts(x, key): return (x or {}).get(key, [x]) if (x or {}).get("type") == "Sequence" else [x or {}]
+    prepend = any(n.get("type") == "Prepend" for n in parts(tok_json.get("normalizer"), "normalizers"))
+    meta = any(p.get("type") == "Metaspace" and p.get("prepend_scheme", "always") in ("first", "always")
+               for p in parts(tok_json.get("pre_tokenizer"), "pretokenizers"))
+    return prepend or meta
+
 # %% ../nbs/4_22_hf.ipynb #e5db2d77
 def _hf_tokenizer(d: Path, config: dict, arch: _HFArch) -> dict:
     "All `tokenizer.*` metadata of checkpoint directory `d`, as llama.cpp's converter writes it."
@@ -423,14 +489,16 @@ def _hf_tokenizer(d: Path, config: dict, arch: _HFArch) -> dict:
         tok_json = _read_json(d / "tokenizer.json", "", required=False)
         md = _spm_vocab(d / "tokenizer.model", vocab_size, tok_config)
         md.update(_special_tokens(d, tok_json, tok_config, config, len(md["tokenizer.ggml.tokens"])))
-        if arch.arch == "gemma3": md["tokenizer.ggml.add_space_prefix"] = False
+        if arch.arch in ("gemma2", "gemma3"): md["tokenizer.ggml.add_space_prefix"] = False
         return md
     tok_json = _read_json(d / "tokenizer.json", "the tokenizer (a byte-level BPE tokenizer.json, or tokenizer.model "
                           "for SentencePiece models) must be in the checkpoint directory")
     model = tok_json.get("model") or {}
-    if model.get("byte_fallback") and not model.get("ignore_merges"):
-        raise HFError(f"{d / 'tokenizer.json'}: a SentencePiece-style BPE (byte_fallback) without tokenizer.model; "
-                      "put the model's tokenizer.model in the directory")
+    if model.get("type") == "BPE" and model.get("byte_fallback") and not model.get("ignore_merges"):
+        md = _spm_json_vocab(tok_json, vocab_size)             # SentencePiece-style, from tokenizer.json alone
+        md.update(_special_tokens(d, tok_json, tok_config, config, len(md["tokenizer.ggml.tokens"])))
+        md["tokenizer.ggml.add_space_prefix"] = _adds_space_prefix(tok_json)
+        return md
     md = _bpe_vocab(tok_json, vocab_size)
     family = _pre_tokenizer_family(tok_json.get("pre_tokenizer"))
     md.update(_special_tokens(d, tok_json, tok_config, config, len(md["tokenizer.ggml.tokens"])))
@@ -441,10 +509,17 @@ def _hf_tokenizer(d: Path, config: dict, arch: _HFArch) -> dict:
     return md
 
 # %% ../nbs/4_22_hf.ipynb #691f41b6
-def _is_bf16(t) -> bool: return isinstance(t, QTensor)
+def _is_bf16(t) -> bool: return isinstance(t, QTensor) and t.type == GGMLType.BF16
 
 def _as_f32(t) -> np.ndarray:
-    return dequantize(t).reshape(t.shape) if _is_bf16(t) else np.asarray(t, dtype=np.float32)
+    return dequantize(t).reshape(t.shape) if isinstance(t, QTensor) else np.asarray(t, dtype=np.float32)
+
+def _apply(t, fn):
+    "`fn` (a slicing, stacking or reshaping of numpy arrays) applied to `t`, a float array or BF16 `QTensor`; same kind out."
+    if _is_bf16(t):
+        a = np.ascontiguousarray(fn(t.data.view(np.uint16).reshape(t.shape)))
+        return QTensor(a, GGMLType.BF16, a.shape)
+    return np.ascontiguousarray(fn(np.asarray(t)))
 
 def _permuted(t, n_head: int):
     if _is_bf16(t): return QTensor(permute_qk(t.data.view(np.uint16).reshape(t.shape), n_head), GGMLType.BF16, t.shape)
@@ -475,6 +550,7 @@ def read_hf(d) -> tuple:
     md = {"general.architecture": arch.arch, "general.type": "model", "general.name": d.resolve().name}
     md.update(_hf_hparams(config, arch))
     entries = _read_safetensors_dir(d)                        # weights before the tokenizer: the likelier problem
+    if arch.tensors: entries = arch.tensors(entries, config)  # the family's own layout (stacked experts, ...)
     md.update(_hf_tokenizer(d, config, arch))
     n_head = md[f"{arch.arch}.attention.head_count"]
     n_kv = md.get(f"{arch.arch}.attention.head_count_kv", n_head)
@@ -482,7 +558,7 @@ def read_hf(d) -> tuple:
     for hf_name, e in entries.items():
         name = _gguf_name(hf_name, arch)
         if name is None: continue
-        t = e.tensor()
+        t = e.tensor() if isinstance(e, _SafetensorsEntry) else e
         if arch.permute_qk and hf_name.endswith(("q_proj.weight", "q_proj.bias")): t = _permuted(t, n_head)
         if arch.permute_qk and hf_name.endswith(("k_proj.weight", "k_proj.bias")): t = _permuted(t, n_kv)
         if arch.norm_shift and hf_name.endswith("norm.weight"): t = _as_f32(t) + np.float32(arch.norm_shift)
@@ -490,8 +566,189 @@ def read_hf(d) -> tuple:
         tensors[name] = t
     factors = llama3_rope_factors(config)
     if factors is not None: tensors["rope_freqs.weight"] = factors
+    tensors.update(_rope_factor_tensors(config, md))
     if "token_embd.weight" not in tensors: raise HFError(f"{d}: the weights have no model.embed_tokens.weight")
+    _check_shapes(d, md, tensors, arch)
     return md, tensors
+
+# %% ../nbs/4_22_hf.ipynb #76f3150c
+def _entry_tensor(e):
+    "A `_SafetensorsEntry`'s tensor, or `e` itself when a family function already made one."
+    return e.tensor() if isinstance(e, _SafetensorsEntry) else e
+
+def _stack(ts: list):
+    "Equal-shaped matrices as one 3-D tensor `(n, rows, cols)`: BF16 bits stay BF16, floats stay floats."
+    if all(_is_bf16(t) for t in ts):
+        return QTensor(np.stack([t.data.view(np.uint16).reshape(t.shape) for t in ts]), GGMLType.BF16, (len(ts),) + tuple(ts[0].shape))
+    return np.stack([_as_f32(t) if isinstance(t, QTensor) else np.asarray(t) for t in ts])
+
+def _stack_experts(entries: dict, config: dict) -> dict:
+    "One matrix per expert (`….experts.{j}.{w}.weight`) stacked, expert 0 first, into one `….experts.{w}.weight`."
+    n = _get(config, "num_local_experts", "num_experts")
+    out, groups = {}, {}
+    for name, e in entries.items():
+        m = re.fullmatch(r"(model\.layers\.\d+\.\w+\.experts)\.(\d+)\.(\w+)\.weight", name)
+        if m: groups.setdefault((m.group(1), m.group(3)), {})[int(m.group(2))] = e
+        else: out[name] = e
+    for (prefix, w), experts in groups.items():
+        missing = sorted(set(range(n or 0)) - set(experts))
+        if missing or len(experts) != n:
+            raise HFError(f"{prefix}.{{j}}.{w}.weight: config.json has {n} experts, the checkpoint {len(experts)}"
+                          + (f" ({prefix}.{missing[0]}.{w}.weight is missing)" if missing else ""))
+        ts = [_entry_tensor(experts[j]) for j in range(n)]
+        shapes = sorted({tuple(t.shape) for t in ts})
+        if len(shapes) > 1: raise HFError(f"{prefix}.{{j}}.{w}.weight: the experts' shapes differ: {shapes}")
+        out[f"{prefix}.{w}.weight"] = _stack(ts)
+    return out
+
+_MIXTRAL_BLOCK_NAMES = {**_LLAMA_BLOCK_NAMES, "block_sparse_moe.gate": "ffn_gate_inp",
+    "block_sparse_moe.experts.w1": "ffn_gate_exps", "block_sparse_moe.experts.w3": "ffn_up_exps",
+    "block_sparse_moe.experts.w2": "ffn_down_exps"}
+_MOE_BLOCK_NAMES = {**_LLAMA_BLOCK_NAMES, "mlp.gate": "ffn_gate_inp",
+    "mlp.experts.gate_proj": "ffn_gate_exps", "mlp.experts.up_proj": "ffn_up_exps", "mlp.experts.down_proj": "ffn_down_exps"}
+
+# %% ../nbs/4_22_hf.ipynb #62f8e70c
+def _qwen3moe_hparams(c: dict, md: dict):
+    "Qwen3-MoE: the experts' width; every layer a mixture, renormalized top-k (what llama.cpp's qwen3moe runs)."
+    md["qwen3moe.expert_feed_forward_length"] = c.get("moe_intermediate_size")
+    if not c.get("norm_topk_prob", True):
+        raise HFError("config.json: norm_topk_prob is false; llama.cpp's qwen3moe renormalizes the chosen experts' weights")
+    if c.get("mlp_only_layers") or c.get("decoder_sparse_step", 1) != 1:
+        raise HFError("config.json: dense layers among the experts (mlp_only_layers, decoder_sparse_step) are not "
+                      "what llama.cpp's qwen3moe runs")
+
+def _olmoe_hparams(c: dict, md: dict):
+    "OLMoE: top-k weights as they are (no renormalizing); q/k norms over all heads, as many K/V heads as Q heads."
+    if c.get("norm_topk_prob"):
+        raise HFError("config.json: norm_topk_prob is true; llama.cpp's olmoe uses the chosen experts' weights as they are")
+    if c.get("num_key_value_heads", c["num_attention_heads"]) != c["num_attention_heads"]:
+        raise HFError("config.json: OLMoE with fewer key-value heads than heads; llama.cpp sizes its k norm n_embd")
+    if c.get("clip_qkv") is not None: raise HFError("config.json: clip_qkv is set; llama.cpp's olmoe does not clip")
+
+# %% ../nbs/4_22_hf.ipynb #a2960ed3
+def _phi3_hparams(c: dict, md: dict):
+    "Phi-3: the rotated dimensions, the original context, the window (0: none) and LongRoPE's attention factor."
+    rope, n_ctx = _rope_params(c), md.get("phi3.context_length")
+    rot = _get(rope, "partial_rotary_factor", default=_get(c, "partial_rotary_factor", default=1.0))
+    md["phi3.rope.dimension_count"] = int(rot * c["hidden_size"]) // c["num_attention_heads"]
+    orig = _get(rope, "original_max_position_embeddings", default=_get(c, "original_max_position_embeddings", default=n_ctx))
+    md["phi3.rope.scaling.original_context_length"] = orig
+    md["phi3.attention.sliding_window"] = c.get("sliding_window") or 0
+    for k in ("key_length", "value_length"): md.pop(f"phi3.attention.{k}", None)
+    if rope.get("long_factor"):
+        scale = n_ctx / orig
+        md["phi3.rope.scaling.attn_factor"] = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 else 1.0
+
+def _rope_factor_tensors(config: dict, md: dict) -> dict:
+    "LongRoPE's `rope_factors_long` / `rope_factors_short` tensors (Phi-3), checked: one factor per rotated pair."
+    rope = _rope_params(config)
+    if str(rope.get("rope_type", rope.get("type", ""))).lower() not in ("longrope", "su"): return {}
+    long, short = rope.get("long_factor"), rope.get("short_factor")
+    n = md.get(f"{md['general.architecture']}.rope.dimension_count", 0) // 2
+    if not long or not short or len(long) != n or len(short) != n:
+        raise HFError(f"config.json: LongRoPE needs long_factor and short_factor of {n} numbers each "
+                      f"(half the rotated dimensions), got {len(long or [])} and {len(short or [])}")
+    return {"rope_factors_long.weight": np.array(long, np.float32), "rope_factors_short.weight": np.array(short, np.float32)}
+
+_PHI3_BLOCK_NAMES = {**_LLAMA_BLOCK_NAMES, "self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up"}
+
+# %% ../nbs/4_22_hf.ipynb #3125fdb4
+def _gemma2_hparams(c: dict, md: dict):
+    "Gemma 2: the soft caps, the window, and the attention scale llama.cpp assumes (checked against the config's)."
+    for k in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if c.get(k) is None: raise HFError(f"config.json: {k} is null; llama.cpp's gemma2 always caps")
+        md[f"gemma2.{k}"] = float(c[k])
+    md["gemma2.attention.sliding_window"] = c.get("sliding_window")
+    types = c.get("layer_types")
+    if types and types != ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(len(types))]:
+        raise HFError("config.json: layer_types is not Gemma 2's alternation (sliding, full, ...) that llama.cpp runs")
+    head_dim = md.get("gemma2.attention.key_length") or c["hidden_size"] // c["num_attention_heads"]
+    expected = c["hidden_size"] / c["num_attention_heads"] if c["num_hidden_layers"] == 46 else head_dim
+    if c.get("query_pre_attn_scalar", expected) != expected:
+        raise HFError(f"config.json: query_pre_attn_scalar {c['query_pre_attn_scalar']}; llama.cpp's gemma2 scales "
+                      f"attention by 1/sqrt({expected:g}) for this model")
+
+# %% ../nbs/4_22_hf.ipynb #9c890ee4
+def _mxfp4(blocks: np.ndarray, scales: np.ndarray) -> QTensor:
+    "OpenAI's MXFP4 (`blocks` `(..., n_blocks, 16)`, `scales` `(..., n_blocks)`) as GGML's MXFP4 rows: bits moved only."
+    lo, hi = blocks & 0x0F, blocks >> 4                                  # weights 2j and 2j + 1
+    vals = np.stack([lo, hi], -1).reshape(*blocks.shape[:-1], 32)
+    qs = vals[..., :16] | (vals[..., 16:] << 4)                          # weights j and j + 16
+    raw = np.concatenate([scales[..., None], qs], -1)
+    return QTensor(np.ascontiguousarray(raw), GGMLType.MXFP4, (*blocks.shape[:-2], blocks.shape[-2] * 32))
+
+def _gpt_oss_tensors(entries: dict, config: dict) -> dict:
+    "gpt-oss: sinks get `.weight`; experts' gate/up de-interleaved, BF16 experts transposed, MXFP4 experts repacked."
+    out = {}
+    for name, e in entries.items():
+        if name.endswith(".self_attn.sinks"): out[name + ".weight"] = e; continue
+        m = re.fullmatch(r"(model\.layers\.\d+\.mlp\.experts)\.(gate_up_proj|down_proj)(_bias|_blocks|_scales|)", name)
+        if not m: out[name] = e; continue
+        prefix, w, kind = m.groups()
+        if kind == "_scales": continue                                   # taken with its blocks
+        if kind == "_blocks":
+            sname = name[:-len("_blocks")] + "_scales"
+            if sname not in entries: raise HFError(f"{name} has no {sname}: MXFP4 blocks come with their scales")
+            b, sc = e.u8(), entries[sname].u8()
+            if b.ndim != 4 or b.shape[-1] != 16 or sc.shape != b.shape[:-1]:
+                raise HFError(f"{name} {list(b.shape)} and {sname} {list(sc.shape)} are not MXFP4 blocks and scales")
+            split, suffix = (lambda rows: _mxfp4(b[:, rows], sc[:, rows])), "weight"
+        elif kind == "_bias":
+            t = _as_f32(_entry_tensor(e))
+            split, suffix = (lambda rows: np.ascontiguousarray(t[:, rows])), "bias"
+        else:                                                            # BF16 or F32: (n_expert, in, out)
+            t = _apply(_entry_tensor(e), lambda a: a.swapaxes(-1, -2))
+            split, suffix = (lambda rows: _apply(t, lambda a: a[:, rows])), "weight"
+        if w == "down_proj": out[f"{prefix}.down_proj.{suffix}"] = split(slice(None))
+        else:
+            out[f"{prefix}.gate_proj.{suffix}"] = split(slice(0, None, 2))   # even rows: gate
+            out[f"{prefix}.up_proj.{suffix}"] = split(slice(1, None, 2))     # odd rows: up
+    return out
+
+def _gpt_oss_hparams(c: dict, md: dict):
+    "gpt-oss: the window of its sliding layers (every other one, the first included) and the experts' width."
+    md["gpt-oss.attention.sliding_window"] = c.get("sliding_window")
+    md["gpt-oss.expert_feed_forward_length"] = c.get("intermediate_size")
+    types = c.get("layer_types")
+    if types and types != ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(len(types))]:
+        raise HFError("config.json: layer_types is not gpt-oss's alternation (sliding, full, ...) that llama.cpp runs")
+
+_GPT_OSS_BLOCK_NAMES = {**_MOE_BLOCK_NAMES, "post_attention_layernorm": "post_attention_norm",
+                        "self_attn.sinks": "attn_sinks", "mlp.router": "ffn_gate_inp"}
+
+# %% ../nbs/4_22_hf.ipynb #62d3fa13
+_HF_ARCHS.update({a.hf: a for a in (
+    _HFArch("Phi3ForCausalLM", "phi3", _PHI3_BLOCK_NAMES, False, hparams=_phi3_hparams,
+            note="fused qkv_proj and gate_up_proj kept fused; LongRoPE factors as two tensors"),
+    _HFArch("Gemma2ForCausalLM", "gemma2", _GEMMA3_BLOCK_NAMES, False, norm_shift=1.0, skip_lm_head=True,
+            hparams=_gemma2_hparams, note="norms stored as w - 1; soft caps and window as keys; tied head"),
+    _HFArch("MixtralForCausalLM", "llama", _MIXTRAL_BLOCK_NAMES, True, tensors=_stack_experts,
+            note="experts' w1/w3/w2 stacked into ffn_gate/up/down_exps; Q/K permuted as Llama's"),
+    _HFArch("Qwen3MoeForCausalLM", "qwen3moe", _MOE_BLOCK_NAMES, False, hparams=_qwen3moe_hparams,
+            tensors=_stack_experts, note="experts stacked; moe_intermediate_size; top-k renormalized"),
+    _HFArch("OlmoeForCausalLM", "olmoe", _MOE_BLOCK_NAMES, False, hparams=_olmoe_hparams, tensors=_stack_experts,
+            note="experts stacked; q/k norms over all heads; top-k as they are"),
+    _HFArch("GptOssForCausalLM", "gpt-oss", _GPT_OSS_BLOCK_NAMES, False, hparams=_gpt_oss_hparams,
+            tensors=_gpt_oss_tensors, note="sinks, biases; gate/up de-interleaved; MXFP4 experts repacked, not rounded"))})
+
+# %% ../nbs/4_22_hf.ipynb #79924fe8
+def _check_shapes(d: Path, md: dict, tensors: dict, arch: _HFArch):
+    "HFError naming the checkpoint tensor when a layer misses its attention or FFN, or a tensor has the wrong shape."
+    a = md["general.architecture"]
+    n_embd, n_layers, n_expert = md[f"{a}.embedding_length"], md[f"{a}.block_count"], md.get(f"{a}.expert_count")
+    for i in range(n_layers):
+        for need in (("attn_norm",), ("attn_output",), ("attn_q", "attn_qkv"),
+                     ("ffn_down_exps",) if n_expert else ("ffn_down",)):
+            if not any(f"blk.{i}.{n}.weight" in tensors for n in need):
+                raise HFError(f"{d}: {_hf_name(f'blk.{i}.{need[0]}.weight', arch)} is missing")
+    for name, t in tensors.items():
+        shape, hf = tuple(t.shape), lambda: _hf_name(name, arch) if name.startswith("blk.") else name
+        if name.endswith(("attn_norm.weight", "ffn_norm.weight", "post_attention_norm.weight")) and shape != (n_embd,):
+            raise HFError(f"{d}: {hf()} has shape {list(shape)}, config.json's hidden_size says [{n_embd}]")
+        if name == "token_embd.weight" and (len(shape) != 2 or shape[1] != n_embd):
+            raise HFError(f"{d}: model.embed_tokens.weight has shape {list(shape)}, not [n_vocab, {n_embd}]")
+        if "_exps." in name and name.endswith(".weight") and (len(shape) != 3 or shape[0] != n_expert):
+            raise HFError(f"{d}: {hf()} has shape {list(shape)}, not {n_expert} experts' matrices")
 
 # %% ../nbs/4_22_hf.ipynb #072203dd
 _CONVERT_TYPES = {"F32": FileType("F32", 0, GGMLType.F32), "BF16": FileType("BF16", 32, GGMLType.BF16), **FILE_TYPES}
@@ -516,7 +773,10 @@ class _PlanSource:               # the part of a `GGUFFile` that `quantize_plan`
     tensors: dict
 
 def _src_type(t) -> GGMLType:
-    return GGMLType.BF16 if _is_bf16(t) else {np.dtype(np.float16): GGMLType.F16}.get(np.asarray(t).dtype, GGMLType.F32)
+    if isinstance(t, QTensor): return t.type                   # BF16, or MXFP4 as gpt-oss releases its experts
+    return {np.dtype(np.float16): GGMLType.F16}.get(np.asarray(t).dtype, GGMLType.F32)
+
+_FLOAT_TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
 
 # %% ../nbs/4_22_hf.ipynb #3fd7497f
 def _meta_type(key: str, v):
@@ -532,9 +792,10 @@ def _write_gguf(metadata: dict, tensors: dict, out_path, type="F16", progress: b
     "Write `metadata` and `tensors` (from `read_hf`) as GGUF `out_path`, matrices in `type`, with chapter 21's plan."
     ft, t0, out_path = _convert_type(type), time.perf_counter(), Path(out_path)
     infos = {n: _Info(tuple(t.shape), _src_type(t)) for n, t in tensors.items()}
-    for n, info in infos.items():          # what the converter writes as F32 whatever the type: vectors and norms
-        if len(info.shape) <= 1 or n.endswith("_norm.weight"): info.ggml_type = GGMLType.F32
-    plan = quantize_plan(_PlanSource(metadata, infos), ft)
+    for n, info in infos.items():          # what the converter writes as F32 whatever the type: vectors, norms, biases
+        if len(info.shape) <= 1 or n.endswith(("_norm.weight", ".bias")): info.ggml_type = GGMLType.F32
+    plan = [p if p.src in _FLOAT_TYPES else dataclasses.replace(p, dst=p.src, why=f"kept: {p.src.name} in the checkpoint")
+            for p in quantize_plan(_PlanSource(metadata, infos), ft)]     # quantized in the checkpoint: as it is
     w = GGUFWriter(out_path)
     for k, v in metadata.items(): w.add(k, v, _meta_type(k, v))
     w.add("general.file_type", ft.id, GGUFValueType.UINT32)
@@ -542,14 +803,14 @@ def _write_gguf(metadata: dict, tensors: dict, out_path, type="F16", progress: b
     def maker(p):
         def make():
             t = tensors[p.name]
-            if _src_type(t) == p.dst: return t if _is_bf16(t) else QTensor.from_array(t)   # as it is in the file
+            if _src_type(t) == p.dst: return t if isinstance(t, QTensor) else QTensor.from_array(t)   # as in the file
             if progress: print(f"  {p.name:<28} {str(list(p.shape)):<14} -> {p.dst.name}", flush=True)
             try: return quantize(_as_f32(t), p.dst)
             except ValueError as e: raise HFError(f"tensor {p.name!r}: {e}") from None
         return make
     for p in plan: w.add_tensor(p.name, LazyQTensor(maker(p), p.dst, p.shape))
     w.write()
-    src_bytes = sum(t.data.size if _is_bf16(t) else np.asarray(t).nbytes for t in tensors.values())
+    src_bytes = sum(t.data.size if isinstance(t, QTensor) else np.asarray(t).nbytes for t in tensors.values())
     return QuantizeResult(out_path, ft, plan, src_bytes, sum(p.new_nbytes for p in plan), time.perf_counter() - t0)
 
 def convert(src_dir, out_path, type="F16", progress: bool = False) -> QuantizeResult:
