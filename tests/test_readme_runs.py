@@ -1,0 +1,101 @@
+"""The README's examples run from the repository root as written, and print what the README shows.
+
+README.md is nbs/index.ipynb rendered (tests/test_docs.py checks that), so its code blocks are the index's cells
+and the outputs under them are the cells' saved outputs. Here the index runs again, on a fresh kernel whose working
+directory is the repository's root (where a reader pastes the blocks), and every output must be what was saved:
+the engine gives one answer, so a printed number is a fact, and a change in the package that moves one fails here
+until the index is executed again (`python tools/execute_nbs.py index && python tools/docs_html.py --readme`).
+Timings (an output with "tok/s") are the one thing a run cannot repeat; they are left out. The "Use it" section's
+blocks (the library, `llmbook serve` under curl and under the openai client) run too."""
+import json, os, re, subprocess, sys
+from pathlib import Path
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from conftest import serve_process
+
+ROOT = Path(__file__).resolve().parents[1]
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def output_text(cell) -> str:
+    "What a code cell showed: its streams and its results' text (Markdown before plain text), in order."
+    parts = []
+    for o in cell.get("outputs", []):
+        if o["output_type"] == "stream": parts.append(o["text"])
+        elif o["output_type"] in ("execute_result", "display_data"):
+            data = o["data"]
+            parts.append(data.get("text/markdown") or data.get("text/plain", ""))
+        elif o["output_type"] == "error": parts.append(f"{o['ename']}: {o['evalue']}")
+    return "".join(parts)
+
+
+def same_print(saved: str, now: str) -> bool:
+    """Equal text, except that a printed decimal may move by one unit in its last digit: CPUs of another class (AVX2,
+    AVX-512) add the same numbers with other vector widths, and a last bit can round a printed digit either way."""
+    if NUMBER.sub("#", saved) != NUMBER.sub("#", now): return False
+    for a, b in zip(NUMBER.findall(saved), NUMBER.findall(now)):
+        if a == b: continue
+        if "." not in a or "." not in b or len(a.split(".")[1]) != len(b.split(".")[1]): return False
+        if abs(float(a) - float(b)) > 1.01 * 10 ** -len(a.split(".")[1]): return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def index_run(tmp_path_factory):
+    "The index's saved cells and the same cells run again from the repository's root."
+    saved = nbformat.read(ROOT / "nbs" / "index.ipynb", as_version=4)
+    fresh = nbformat.read(ROOT / "nbs" / "index.ipynb", as_version=4)
+    NotebookClient(fresh, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    return [c for c in saved.cells if c.cell_type == "code"], [c for c in fresh.cells if c.cell_type == "code"]
+
+
+def test_readme_blocks_print_what_the_readme_shows(index_run):
+    saved, fresh = index_run
+    compared = 0
+    for a, b in zip(saved, fresh):
+        was, now = output_text(a), output_text(b)
+        assert "Error" not in now.split(":")[0], f"{a.source.splitlines()[0]!r} failed from the repository root: {now}"
+        if "tok/s" in was: continue                                       # a timing: never the same twice
+        assert same_print(was, now), (f"the README shows an output this code no longer prints (run "
+                                      f"`python tools/execute_nbs.py index && python tools/docs_html.py --readme`):\n"
+                                      f"{a.source[:200]}\n--- shown:\n{was}\n--- printed now:\n{now}")
+        compared += bool(was)
+    assert compared >= 8
+
+
+def test_same_print_allows_only_a_last_digit():
+    assert same_print("logit 18.48 probability 0.187", "logit 18.49 probability 0.186")
+    assert not same_print("logit 18.48 probability 0.187", "logit 18.51 probability 0.184")
+    assert not same_print("the same first 8 tokens", "the same first 9 tokens")
+    assert not same_print("' the'", "' a'")
+
+
+def use_it_blocks() -> dict:
+    "The README's 'Use it' section: its python and sh code blocks, in order."
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Use it", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(python|sh)\n(.*?)```", section, re.S)
+    return {"python": [b for k, b in blocks if k == "python"], "sh": [b for k, b in blocks if k == "sh"]}
+
+
+def test_use_it_library_block_runs_from_the_root():
+    first = use_it_blocks()["python"][0]
+    r = subprocess.run([sys.executable, "-c", first], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout.count("\n") >= 4 and "Paris" in r.stdout, r.stdout
+
+
+def test_use_it_serve_blocks_work_under_curl_and_openai():
+    pytest.importorskip("openai")
+    blocks = use_it_blocks()
+    curl = next(line for b in blocks["sh"] for line in [b.replace("\\\n", " ")] if "curl" in line)
+    curl = curl[curl.index("curl"):].strip()
+    client = blocks["python"][1]
+    with serve_process() as base:                       # the README's server, on a free port instead of 8080
+        port = base.rsplit(":", 1)[1].strip("/")
+        r = subprocess.run(["bash", "-c", curl.replace("8080", port)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and json.loads(r.stdout)["choices"][0]["message"]["content"], r.stdout + r.stderr
+        r = subprocess.run([sys.executable, "-c", client.replace("8080", port)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.strip(), r.stderr
