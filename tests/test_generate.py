@@ -228,8 +228,10 @@ def test_chat_errors(tiny, tmp_path):
     with pytest.raises(ChatTemplateError):
         tiny.chat([{"role": "user", "content": "x"}], template="{{ ''.__class__.__mro__[1].__subclasses__() }}")
     bare = load(write_random_chat_model(tmp_path / "nt.gguf", chat_template=None))
-    with pytest.raises(ChatTemplateError, match="no chat template"):
-        bare.chat([{"role": "user", "content": "x"}])
+    with pytest.warns(UserWarning, match="built-in chatml, chosen by architecture llama"):   # no template: ChatML
+        assert bare.chat([{"role": "user", "content": "x"}], max_tokens=2).stop_reason in ("length", "eos")
+    with pytest.raises(ChatTemplateError, match="unknown chat template"):
+        bare.chat([{"role": "user", "content": "x"}], template="no-such-template")
     assert bare.chat([{"role": "user", "content": "x"}], template=CHATML_TEMPLATE, max_tokens=2).stop_reason in ("length", "eos")
 
 
