@@ -83,7 +83,8 @@ def context(browser, request):
     yield ctx
     ARTIFACTS.mkdir(exist_ok=True)
     for i, p in enumerate(ctx.pages):                     # how each tab looked at the end, for a person to look at
-        p.screenshot(path=str(ARTIFACTS / f"webui_{request.node.name}_{i}.png"))
+        try: p.screenshot(path=str(ARTIFACTS / f"webui_{request.node.name}_{i}.png"), timeout=10_000)
+        except Exception as e: print(f"no screenshot of tab {i}: {e}")   # (a picture, not a check)
     assert ctx.outside == [], f"the page tried to reach the network: {ctx.outside}"
     ctx.close()
 
