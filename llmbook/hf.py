@@ -157,11 +157,12 @@ class _HFArch:
     note: str = ""          # what this family's checkpoint does differently, in one line
 
 _HF_ARCHS = {a.hf: a for a in (
-    _HFArch("LlamaForCausalLM", "llama", _LLAMA_BLOCK_NAMES, True),
-    _HFArch("MistralForCausalLM", "llama", _LLAMA_BLOCK_NAMES, True),
-    _HFArch("Qwen2ForCausalLM", "qwen2", _LLAMA_BLOCK_NAMES, False),
-    _HFArch("Qwen3ForCausalLM", "qwen3", _LLAMA_BLOCK_NAMES, False),
-    _HFArch("Gemma3ForCausalLM", "gemma3", _GEMMA3_BLOCK_NAMES, False, norm_shift=1.0, skip_lm_head=True))}
+    _HFArch("LlamaForCausalLM", "llama", _LLAMA_BLOCK_NAMES, True, note="Q and K rows permuted (RoPE's pairing)"),
+    _HFArch("MistralForCausalLM", "llama", _LLAMA_BLOCK_NAMES, True, note="Llama's, under another name"),
+    _HFArch("Qwen2ForCausalLM", "qwen2", _LLAMA_BLOCK_NAMES, False, note="renames only (with q/k/v biases)"),
+    _HFArch("Qwen3ForCausalLM", "qwen3", _LLAMA_BLOCK_NAMES, False, note="renames only (with q/k norms)"),
+    _HFArch("Gemma3ForCausalLM", "gemma3", _GEMMA3_BLOCK_NAMES, False, norm_shift=1.0, skip_lm_head=True,
+            note="norms stored as w - 1; tied head; embedding rows cut to the vocabulary"))}
 HF_ARCHS = _HF_ARCHS     # the public name of the table (the section on more families below adds to it)
 
 def _gguf_name(hf_name: str, arch: _HFArch) -> str | None:
@@ -792,8 +793,8 @@ def _write_gguf(metadata: dict, tensors: dict, out_path, type="F16", progress: b
     "Write `metadata` and `tensors` (from `read_hf`) as GGUF `out_path`, matrices in `type`, with chapter 21's plan."
     ft, t0, out_path = _convert_type(type), time.perf_counter(), Path(out_path)
     infos = {n: _Info(tuple(t.shape), _src_type(t)) for n, t in tensors.items()}
-    for n, info in infos.items():          # what the converter writes as F32 whatever the type: vectors, norms, biases
-        if len(info.shape) <= 1 or n.endswith(("_norm.weight", ".bias")): info.ggml_type = GGMLType.F32
+    for n, info in infos.items():   # what the converter writes as F32 whatever the type: vectors, norms, biases, routers
+        if len(info.shape) <= 1 or n.endswith(("_norm.weight", ".bias", "ffn_gate_inp.weight")): info.ggml_type = GGMLType.F32
     plan = [p if p.src in _FLOAT_TYPES else dataclasses.replace(p, dst=p.src, why=f"kept: {p.src.name} in the checkpoint")
             for p in quantize_plan(_PlanSource(metadata, infos), ft)]     # quantized in the checkpoint: as it is
     w = GGUFWriter(out_path)
@@ -820,7 +821,7 @@ def convert(src_dir, out_path, type="F16", progress: bool = False) -> QuantizeRe
 
 # %% ../nbs/4_22_hf.ipynb #8f04c58e
 _GGUF_TO_HF_ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-                   "gemma3": "Gemma3ForCausalLM"}
+                   "gemma3": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM"}
 
 def _hf_name(name: str, arch: _HFArch) -> str:
     "The checkpoint name of GGUF tensor `name` (the inverse of `_gguf_name`)."
@@ -854,6 +855,19 @@ def _hf_config_of(md: dict, f: GGUFFile) -> dict:
         c.update(hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=c.get("head_dim", 256),
                  rope_local_base_freq=g("rope.freq_base_swa", 10000.0), final_logit_softcapping=g("final_logit_softcapping"),
                  sliding_window=g("attention.sliding_window"), sliding_window_pattern=6 if g("attention.sliding_window") else 1)
+    if a == "gemma2":           # the attention scale llama.cpp uses, as the scalar transformers reads
+        c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
+        c.update(hidden_activation="gelu_pytorch_tanh", attn_logit_softcapping=g("attn_logit_softcapping", 50.0),
+                 final_logit_softcapping=g("final_logit_softcapping", 30.0), sliding_window=g("attention.sliding_window", 4096),
+                 query_pre_attn_scalar=c["hidden_size"] / c["num_attention_heads"] if c["num_hidden_layers"] == 46 else c["head_dim"])
+    if a == "phi3":
+        orig = g("rope.scaling.original_context_length", g("context_length"))
+        c.update(hidden_act="silu", original_max_position_embeddings=orig, sliding_window=g("attention.sliding_window") or None,
+                 partial_rotary_factor=g("rope.dimension_count") * c["num_attention_heads"] / c["hidden_size"])
+        if "rope_factors_long.weight" in f.tensors:
+            c["rope_scaling"] = {"rope_type": "longrope", "original_max_position_embeddings": orig,
+                                 "long_factor": f.dequantize("rope_factors_long.weight").tolist(),
+                                 "short_factor": f.dequantize("rope_factors_short.weight").tolist()}
     return c
 
 # %% ../nbs/4_22_hf.ipynb #90aa73fd
@@ -905,11 +919,13 @@ def export_hf(gguf_path, out_dir, dtype: str = "F16") -> Path:
         md = f.metadata
         a = md.get("general.architecture")
         if a not in _GGUF_TO_HF_ARCH: raise HFError(f"{gguf_path}: architecture {a!r}; llmbook exports {', '.join(_GGUF_TO_HF_ARCH)}")
+        if md.get(f"{a}.expert_count"):
+            raise HFError(f"{gguf_path}: a mixture of experts; export unstacks no experts (only families where it is a rename)")
         arch = _HF_ARCHS[_GGUF_TO_HF_ARCH[a]]
         n_head = md[f"{a}.attention.head_count"]; n_kv = md.get(f"{a}.attention.head_count_kv", n_head)
         tensors = {}
         for name in f.tensors:
-            if name == "rope_freqs.weight": continue            # config.json's rope_scaling says it (llama3)
+            if name.startswith(("rope_freqs.", "rope_factors_")): continue   # config.json's rope_scaling says them
             x = f.dequantize(name)
             if arch.permute_qk and name.startswith("blk.") and ".attn_q." in name: x = _unpermute_qk(x, n_head)
             if arch.permute_qk and name.startswith("blk.") and ".attn_k." in name: x = _unpermute_qk(x, n_kv)

@@ -239,3 +239,37 @@ def test_phi3_longrope(tmp_path):
     assert t["rope_factors_long.weight"].tolist() == [1, 2, 4, 8] and t["rope_factors_short.weight"].shape == (4,)
     edit_config(d, rope_parameters={**rope, "long_factor": [1.0, 2.0]})
     with pytest.raises(HFError, match="LongRoPE needs long_factor and short_factor of 4 numbers each"): read_hf(d)
+
+# ---- export back to Hugging Face, where it is a rename: Phi-3 (with LongRoPE) and Gemma 2 ----
+
+@pytest.mark.parametrize("arch, kwargs", [("phi3", {}), ("phi3", {"rope_factors": True, "original_context_length": 1024}),
+                                          ("gemma2", {"sliding_window": 4})])
+def test_export_and_back(tmp_path, arch, kwargs):
+    "A GGUF of the family, exported as a checkpoint and converted again, is the same model (F32 both ways)."
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    from family_models import write_family_model
+    from llmbook.hf import export_hf
+    src = write_family_model(tmp_path / "src.gguf", arch, wtype="F32", **kwargs)
+    d = export_hf(src, tmp_path / "ckpt", dtype="F32")
+    config = json.loads((d / "config.json").read_text())
+    assert config["architectures"] == [HF_ARCHS[{"phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM"}[arch]].hf]
+    out = convert(d, tmp_path / "back.gguf", "F32").path
+    with GGUFFile(src) as a, GGUFFile(out) as b:
+        assert sorted(a.tensors) == sorted(b.tensors)
+        for k, v in a.metadata.items():
+            if k.startswith(f"{arch}.") and k in b.metadata:
+                assert b.metadata[k] == pytest.approx(v), k
+    ids = list(range(5, 25))
+    ref, back = llmbook.load(src, kernels="float").logits(ids), llmbook.load(out, kernels="float").logits(ids)
+    assert np.abs(back - ref).max() < 1e-4 * np.abs(ref).max()
+
+def test_export_refuses_experts(tmp_path):
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    from family_models import write_family_model
+    from llmbook.hf import export_hf
+    src = write_family_model(tmp_path / "src.gguf", "qwen3moe", wtype="F32")
+    with pytest.raises(HFError, match="architecture 'qwen3moe'"): export_hf(src, tmp_path / "ckpt")
+    src = write_family_model(tmp_path / "mix.gguf", "llama", wtype="F32", moe=True)
+    with pytest.raises(HFError, match="a mixture of experts"): export_hf(src, tmp_path / "ckpt")

@@ -182,7 +182,15 @@ d, prompts = sys.argv[1], json.loads(sys.argv[2])
 model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
                                              quantization_config=Mxfp4Config(dequantize=True))
 model.eval()
-with torch.no_grad(): print(json.dumps([model(torch.tensor([ids])).logits[0].float().numpy().tolist() for ids in prompts]))
+logits, margins = [], []
+with torch.no_grad():
+    for ids in prompts:
+        o = model(torch.tensor([ids]), output_router_logits=True)
+        logits.append(o.logits[0].float().numpy().tolist())
+        for rl in o.router_logits:
+            top = torch.sort((rl[0] if isinstance(rl, tuple) else rl).float(), dim=-1, descending=True).values
+            margins.append(float((top[:, 1] - top[:, 2]).min()))
+print(json.dumps({"logits": logits, "router_margin": min(margins)}))
 '''
 
 LLAMA_CPP = r"""
@@ -221,7 +229,10 @@ def make(family: str, hfpy: str, refpy: str, seed: int) -> dict:
         r = subprocess.run([hfpy, "-c", HF_LOGITS, str(d), json.dumps([p["ids"] for p in res["prompts"]])],
                            capture_output=True, text=True)
         if r.returncode: sys.exit(f"transformers failed on the MXFP4 checkpoint:\n{r.stderr[-4000:]}")
-        for p, logits in zip(res["prompts"], json.loads(r.stdout.strip().splitlines()[-1])): p["logits"] = logits
+        mx = json.loads(r.stdout.strip().splitlines()[-1])
+        for p, logits in zip(res["prompts"], mx["logits"]): p["logits"] = logits
+        res["router_margin"] = mx["router_margin"]          # the MXFP4 model's own routing
+        if res["router_margin"] < MIN_MARGIN: sys.exit(f"{family}: the MXFP4 model's router margin is {res['router_margin']:.4f}")
     with tempfile.TemporaryDirectory() as tmp:
         import warnings
         with warnings.catch_warnings():
