@@ -589,7 +589,9 @@ def _stack_experts(entries: dict, config: dict) -> dict:
     out, groups = {}, {}
     for name, e in entries.items():
         m = re.fullmatch(r"(model\.layers\.\d+\.\w+\.experts)\.(\d+)\.(\w+)\.weight", name)
+        fused = re.fullmatch(r"(model\.layers\.\d+\.\w+\.experts)\.(gate_up_proj|down_proj)(?:\.weight)?", name)
         if m: groups.setdefault((m.group(1), m.group(3)), {})[int(m.group(2))] = e
+        elif fused: out.update(_split_gate_up(fused.group(1), fused.group(2), _entry_tensor(e)))
         else: out[name] = e
     for (prefix, w), experts in groups.items():
         missing = sorted(set(range(n or 0)) - set(experts))
@@ -602,11 +604,18 @@ def _stack_experts(entries: dict, config: dict) -> dict:
         out[f"{prefix}.{w}.weight"] = _stack(ts)
     return out
 
-_MIXTRAL_BLOCK_NAMES = {**_LLAMA_BLOCK_NAMES, "block_sparse_moe.gate": "ffn_gate_inp",
-    "block_sparse_moe.experts.w1": "ffn_gate_exps", "block_sparse_moe.experts.w3": "ffn_up_exps",
-    "block_sparse_moe.experts.w2": "ffn_down_exps"}
+def _split_gate_up(prefix: str, w: str, t) -> dict:
+    "transformers 5's own expert layout, already stacked: `gate_up_proj` `(n_expert, 2 n_ff, n_embd)`, gate first."
+    if w == "down_proj": return {f"{prefix}.down_proj.weight": t}
+    if len(t.shape) != 3 or t.shape[1] % 2: raise HFError(f"{prefix}.gate_up_proj has shape {list(t.shape)}, not (n_expert, 2 n_ff, n_embd)")
+    half = t.shape[1] // 2
+    return {f"{prefix}.gate_proj.weight": _apply(t, lambda a: a[:, :half]), f"{prefix}.up_proj.weight": _apply(t, lambda a: a[:, half:])}
+
 _MOE_BLOCK_NAMES = {**_LLAMA_BLOCK_NAMES, "mlp.gate": "ffn_gate_inp",
     "mlp.experts.gate_proj": "ffn_gate_exps", "mlp.experts.up_proj": "ffn_up_exps", "mlp.experts.down_proj": "ffn_down_exps"}
+_MIXTRAL_BLOCK_NAMES = {**_MOE_BLOCK_NAMES, "block_sparse_moe.gate": "ffn_gate_inp",    # transformers 5 says mlp
+    "block_sparse_moe.experts.w1": "ffn_gate_exps", "block_sparse_moe.experts.w3": "ffn_up_exps",
+    "block_sparse_moe.experts.w2": "ffn_down_exps"}
 
 # %% ../nbs/4_22_hf.ipynb #62f8e70c
 def _qwen3moe_hparams(c: dict, md: dict):

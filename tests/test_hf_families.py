@@ -273,3 +273,30 @@ def test_export_refuses_experts(tmp_path):
     with pytest.raises(HFError, match="architecture 'qwen3moe'"): export_hf(src, tmp_path / "ckpt")
     src = write_family_model(tmp_path / "mix.gguf", "llama", wtype="F32", moe=True)
     with pytest.raises(HFError, match="a mixture of experts"): export_hf(src, tmp_path / "ckpt")
+
+@pytest.mark.parametrize("name", ["qwen3moe", "mixtral"])
+def test_transformers5_fused_expert_layout(tmp_path, name):
+    "Experts already stacked as transformers 5 holds them (gate_up_proj, gate first; down_proj; under mlp): the same GGUF tensors."
+    from llmbook.tensors import QTensor, GGMLType
+    d = copy(name, tmp_path)
+    md0, t0 = read_hf(FIXTURES / name)
+    e = read_safetensors(d / "model.safetensors")
+    bits = lambda n: np.array(e[n].tensor().data).view(np.uint16).reshape(e[n].shape)
+    w = {"qwen3moe": ("mlp", "gate_proj", "up_proj", "down_proj"), "mixtral": ("block_sparse_moe", "w1", "w3", "w2")}[name]
+    out = {}
+    for n in e:
+        if ".experts." in n: continue
+        out[n.replace("block_sparse_moe.", "mlp.")] = QTensor(bits(n), GGMLType.BF16, e[n].shape)
+    for i in range(2):
+        p = f"model.layers.{i}.{w[0]}.experts"
+        stack = lambda k: np.stack([bits(f"{p}.{j}.{k}.weight") for j in range(4)])
+        gate_up = np.concatenate([stack(w[1]), stack(w[2])], axis=1)
+        out[f"model.layers.{i}.mlp.experts.gate_up_proj"] = QTensor(gate_up, GGMLType.BF16, gate_up.shape)
+        out[f"model.layers.{i}.mlp.experts.down_proj"] = QTensor(stack(w[3]), GGMLType.BF16, stack(w[3]).shape)
+    del e
+    write_safetensors(d / "model.safetensors", out)
+    md1, t1 = read_hf(d)
+    assert md0 == {**md1, "general.name": md0["general.name"]} and sorted(t0) == sorted(t1)
+    for n in t0:
+        a, b = t0[n], t1[n]
+        assert np.array_equal(np.asarray(a.data if hasattr(a, "data") else a), np.asarray(b.data if hasattr(b, "data") else b)), n
