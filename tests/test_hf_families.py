@@ -300,3 +300,20 @@ def test_transformers5_fused_expert_layout(tmp_path, name):
     for n in t0:
         a, b = t0[n], t1[n]
         assert np.array_equal(np.asarray(a.data if hasattr(a, "data") else a), np.asarray(b.data if hasattr(b, "data") else b)), n
+
+def test_phi3_longrope_logits(tmp_path):
+    "The phi3 checkpoint with LongRoPE (original context 16, so the long factors apply): transformers' and llama.cpp's logits."
+    d = copy("phi3", tmp_path)
+    edit_config(d, **json.loads((d / "expected.json").read_text())["longrope_config"])
+    out = convert(d, tmp_path / "phi3-longrope.gguf", "F16").path
+    with GGUFFile(out) as g:
+        assert g.metadata["phi3.rope.scaling.original_context_length"] == 16
+        assert np.isclose(g.metadata["phi3.rope.scaling.attn_factor"], np.sqrt(1 + np.log(256) / np.log(16)))
+        assert g.dequantize("rope_factors_long.weight").tolist() == [1.0, 1.5, 3.0, 8.0]
+    z = np.load(d / "logits_longrope.npz")
+    ids, hf, lcpp = z["ids_0"].tolist(), z["hf_0"].astype(np.float32), z["lcpp_0"].astype(np.float32)
+    ours = llmbook.load(out, kernels="float", n_ctx=256).logits(ids)
+    same_logits(ours, hf, "LongRoPE vs transformers")
+    same_logits(ours, lcpp, "LongRoPE vs llama.cpp")
+    plain = references("phi3")[0][1]
+    assert cosines(hf, plain).min() < 0.99          # the scaling matters: not the model without it

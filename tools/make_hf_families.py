@@ -178,19 +178,19 @@ HF_LOGITS = r'''
 import json, sys
 import torch
 from transformers import AutoModelForCausalLM, Mxfp4Config
-d, prompts = sys.argv[1], json.loads(sys.argv[2])
+d, prompts, mxfp4 = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "mxfp4"
 model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
-                                             quantization_config=Mxfp4Config(dequantize=True))
+                                             **({"quantization_config": Mxfp4Config(dequantize=True)} if mxfp4 else {}))
 model.eval()
 logits, margins = [], []
 with torch.no_grad():
     for ids in prompts:
-        o = model(torch.tensor([ids]), output_router_logits=True)
+        o = model(torch.tensor([ids]), output_router_logits=mxfp4)
         logits.append(o.logits[0].float().numpy().tolist())
-        for rl in o.router_logits:
+        for rl in (o.router_logits if mxfp4 else ()):
             top = torch.sort((rl[0] if isinstance(rl, tuple) else rl).float(), dim=-1, descending=True).values
             margins.append(float((top[:, 1] - top[:, 2]).min()))
-print(json.dumps({"logits": logits, "router_margin": min(margins)}))
+print(json.dumps({"logits": logits, "router_margin": min(margins) if margins else None}))
 '''
 
 LLAMA_CPP = r"""
@@ -226,7 +226,7 @@ def make(family: str, hfpy: str, refpy: str, seed: int) -> dict:
         print(f"{family}: seed {seed} has a router margin of {res['router_margin']:.4f}; next seed", flush=True)
     if family.endswith("_mxfp4"):
         to_mxfp4(d)
-        r = subprocess.run([hfpy, "-c", HF_LOGITS, str(d), json.dumps([p["ids"] for p in res["prompts"]])],
+        r = subprocess.run([hfpy, "-c", HF_LOGITS, str(d), json.dumps([p["ids"] for p in res["prompts"]]), "mxfp4"],
                            capture_output=True, text=True)
         if r.returncode: sys.exit(f"transformers failed on the MXFP4 checkpoint:\n{r.stderr[-4000:]}")
         mx = json.loads(r.stdout.strip().splitlines()[-1])
@@ -248,9 +248,40 @@ def make(family: str, hfpy: str, refpy: str, seed: int) -> dict:
         arrays[f"hf_{i}"] = np.array(p["logits"], np.float16)      # float16: 3 significant digits are plenty
         arrays[f"lcpp_{i}"] = np.array(l, np.float16)
     np.savez_compressed(d / "logits.npz", **arrays)
-    (d / "expected.json").write_text(json.dumps({"seed": seed, "router_margin": res["router_margin"],
-                                                 "tokenizer_ids": res["tokenizer_ids"], "note": CHKTXT_NOTE}) + "\n")
+    expected = {"seed": seed, "router_margin": res["router_margin"], "tokenizer_ids": res["tokenizer_ids"], "note": CHKTXT_NOTE}
+    if family == "phi3": expected["longrope_config"] = longrope_variant(d, hfpy, refpy, res["prompts"][0]["ids"])
+    (d / "expected.json").write_text(json.dumps(expected) + "\n")
     return res
+
+
+# LongRoPE with an original context of 16 tokens: the prompt is longer, so transformers, llama.cpp (n_ctx 256) and
+# llmbook all use the long factors, and the attention factor is sqrt(1 + ln(4096 / 16) / ln(16))
+LONGROPE = {"rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 1.0,
+                                "long_factor": [1.0, 1.5, 3.0, 8.0], "short_factor": [1.0, 1.1, 1.2, 1.3],
+                                "original_max_position_embeddings": 16},
+            "original_max_position_embeddings": 16, "max_position_embeddings": 4096}
+
+def longrope_variant(d: Path, hfpy: str, refpy: str, ids: list) -> dict:
+    "The phi3 checkpoint with LONGROPE in its config.json: transformers' and llama.cpp's logits in logits_longrope.npz."
+    import numpy as np, shutil, warnings
+    from llmbook.hf import convert
+    with tempfile.TemporaryDirectory() as tmp:
+        v = Path(tmp) / "phi3"
+        shutil.copytree(d, v)
+        cfg = json.loads((v / "config.json").read_text()); cfg.update(LONGROPE)
+        (v / "config.json").write_text(json.dumps(cfg))
+        r = subprocess.run([hfpy, "-c", HF_LOGITS, str(v), json.dumps([ids]), "-"], capture_output=True, text=True)
+        if r.returncode: sys.exit(f"transformers failed on LongRoPE:\n{r.stderr[-3000:]}")
+        hf = json.loads(r.stdout.strip().splitlines()[-1])["logits"][0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gguf = convert(v, Path(tmp) / "phi3-longrope.gguf", "F16").path
+        r = subprocess.run([refpy, "-c", LLAMA_CPP, str(gguf), json.dumps([ids])], capture_output=True, text=True)
+        if r.returncode: sys.exit(f"llama.cpp failed on LongRoPE:\n{r.stderr[-3000:]}")
+        lcpp = json.loads(r.stdout.strip().splitlines()[-1])[0]
+    np.savez_compressed(d / "logits_longrope.npz", ids_0=np.array(ids, np.int32), hf_0=np.array(hf, np.float16),
+                        lcpp_0=np.array(lcpp, np.float16))
+    return LONGROPE
 
 
 def to_mxfp4(d: Path):
