@@ -317,3 +317,18 @@ def test_phi3_longrope_logits(tmp_path):
     same_logits(ours, lcpp, "LongRoPE vs llama.cpp")
     plain = references("phi3")[0][1]
     assert cosines(hf, plain).min() < 0.99          # the scaling matters: not the model without it
+
+@pytest.mark.parametrize("name", ["mixtral", "gptoss_mxfp4"])
+def test_cli_convert_quantized(tmp_path, name):
+    "`llmbook convert DIR OUT --type Q8_0`: experts Q8_0 (MXFP4 ones kept), routers and biases F32, the same model still."
+    from llmbook.cli import main
+    out = tmp_path / "q8.gguf"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["convert", str(FIXTURES / name), str(out), "--type", "Q8_0", "--quiet"]) == 0
+    with GGUFFile(out) as g:
+        types = {n: t.type for n, t in g.tensors.items()}
+    assert types["blk.0.ffn_gate_inp.weight"] == "F32" and types["blk.0.attn_q.weight"] == "Q8_0"
+    assert types["blk.1.ffn_down_exps.weight"] == ("MXFP4" if name.endswith("mxfp4") else "Q8_0")
+    ids, hf, _ = references(name)[0]
+    assert cosines(llmbook.load(out, kernels="float").logits(ids), hf).min() >= 0.999
