@@ -342,6 +342,9 @@ def _chat_args(p: argparse.ArgumentParser):
     _speculation_args(p)
     p.add_argument("--system", default=None, metavar="TEXT",
                    help="a system message to start each conversation with")
+    p.add_argument("--chat-template", default=None, metavar="NAME|FILE",
+                   help="the chat template: a built-in (chatml, llama3, gemma, phi3, mistral-v7, ...) or a Jinja file "
+                        "(default: the model's own, else its family's built-in)")
 
 def _run_chat(args) -> int:
     """Answer each line of stdin in one conversation, until an empty line or the end of input. Ctrl-C stops a reply
@@ -349,6 +352,8 @@ def _run_chat(args) -> int:
     options = _sampling(args)
     m = _load(args)
     draft, session, interactive = _speculation(args, m), m.session(), sys.stdin.isatty()
+    template, how = m.chat_template(args.chat_template)       # chapter 18: named, the file's, or the family's built-in
+    if args.chat_template or how.startswith("built-in"): print(f"llmbook: chat template: {how}", file=sys.stderr)
     if interactive:
         print("llmbook chat: Ctrl-C stops a reply; an empty line, Ctrl-D or Ctrl-C here quits; /reset starts over", file=sys.stderr)
     while True:
@@ -362,7 +367,7 @@ def _run_chat(args) -> int:
         message = [{"role": "user", "content": text}]
         if args.system and not session.messages: message.insert(0, {"role": "system", "content": args.system})
         with _CtrlC() as stop:
-            try: c = _write_stream(session.chat(message, stream=True, draft=draft(), cancel=stop, **options))
+            try: c = _write_stream(session.chat(message, stream=True, template=template, draft=draft(), cancel=stop, **options))
             except ContextFullError:
                 print(f"llmbook chat: the conversation no longer fits in the context of {m.n_ctx:,} tokens (--ctx): "
                       "/reset starts a new one", file=sys.stderr); continue

@@ -4,7 +4,7 @@
 
 # %% ../nbs/4_27_serve.ipynb #cc304164
 from __future__ import annotations
-import asyncio, base64, contextlib, hashlib, hmac, json, os, re, sys, threading, time, uuid, weakref
+import asyncio, base64, contextlib, hashlib, hmac, json, os, random, re, sys, threading, time, uuid, weakref
 from collections import Counter
 from pathlib import Path
 from typing import Literal
@@ -179,8 +179,10 @@ def sampling_kwargs(req, n_vocab: int, chat: bool, structured: bool = True) -> d
     kw = dict(max_tokens=max_tokens, temperature=float(temperature), top_p=float(_in_range(req, "top_p", 0, 1, 1.0)),
               top_k=_in_range(req, "top_k", 0, n_vocab, 0), min_p=float(_in_range(req, "min_p", 0, 1, 0.0)),
               repeat_penalty=float(_in_range(req, "repeat_penalty", 0, 10, 1.0)), stop=stop,
-              # OpenAI's seeds are any integer; the sampler's are 32-bit. No seed and T > 0: a fresh one.
-              seed=(req.seed & 0xFFFFFFFF) if req.seed is not None else (None if temperature > 0 else 0))
+              # OpenAI's seeds are any integer; the sampler's are 32-bit. No seed and T > 0: a fresh one, drawn here so
+              # that the response can say it (`seed`) and the client can ask for the same text again
+              seed=(req.seed & 0xFFFFFFFF) if req.seed is not None else
+                   (random.SystemRandom().randrange(2**32) if temperature > 0 else 0))
     for name in ("presence_penalty", "frequency_penalty"):
         if (v := _in_range(req, name, -2, 2, 0.0)): kw[name] = float(v)
     if req.logit_bias: kw["logit_bias"] = _logit_bias(req.logit_bias, n_vocab)
@@ -268,8 +270,8 @@ def _check_tools(req) -> list:
     return tools
 
 # %% ../nbs/4_27_serve.ipynb #17faf72b
-def tool_plan(model: LLM, req) -> ToolPlan | None:
-    "How to serve the request's tools (None: a plain answer), every field checked."
+def tool_plan(model: LLM, req, template: str | None = None) -> ToolPlan | None:
+    "How to serve the request's tools (None: a plain answer), every field checked; `template`: the server's chat template."
     tools, choice = _check_tools(req), req.tool_choice
     names = [t["name"] for t in tools]
     if isinstance(choice, dict):
@@ -284,7 +286,7 @@ def tool_plan(model: LLM, req) -> ToolPlan | None:
     if not tools:
         if choice not in (None, "none", "auto"): raise _bad_request(f"tool_choice {choice!r} needs tools", "tool_choice")
         return None
-    fmt = tool_format(model.gguf.metadata.get("tokenizer.chat_template"))
+    fmt = tool_format(model.chat_template(template)[0])
     if choice == "none" and (fmt != "generic" or req.grammar is not None): return None
     if req.grammar is not None: raise _bad_request("give either grammar or tools, not both", "grammar")
     rf = req.response_format
@@ -322,14 +324,14 @@ def _chat_messages(req) -> list:
     return out
 
 # %% ../nbs/4_27_serve.ipynb #802eb3ea
-def chat_ids(model: LLM, req, plan: ToolPlan | None = None) -> list:
+def chat_ids(model: LLM, req, plan: ToolPlan | None = None, template: str | None = None) -> list:
     "Token ids of a chat request's messages, through the model's chat template (with the tools of `plan`)."
     if not req.messages: raise _bad_request("messages must not be empty", "messages")
     msgs = _chat_messages(req)
     try:
         if plan is None and not any(m["role"] == "tool" or m.get("tool_calls") for m in msgs):
-            return model.chat_prompt([{"role": m["role"], "content": m["content"]} for m in msgs])
-        return tool_prompt(model, msgs, plan)
+            return model.chat_prompt([{"role": m["role"], "content": m["content"]} for m in msgs], template)
+        return tool_prompt(model, msgs, plan, template)
     except (ChatTemplateError, ValueError) as e: raise _bad_request(str(e), "messages") from None
 
 # %% ../nbs/4_27_serve.ipynb #2e49b16f
@@ -419,15 +421,15 @@ def _model_name(model: LLM) -> str:
 async def _prepare(request, model: LLM, pool: SlotPool, kind: str):
     "Validate a request and make its `Job`: (request object, job)."
     req = parse_request(await _read_body(request), "ChatRequest" if kind == "chat" else "CompletionRequest")
-    plan = tool_plan(model, req) if kind == "chat" else None
+    plan = tool_plan(model, req, pool.template) if kind == "chat" else None
     kwargs = await asyncio.to_thread(sampling_kwargs, req, model.config.n_vocab, kind == "chat", plan is None)
     if plan is not None:                                             # the tools' grammar, compiled here too
         try: kwargs["grammar"] = await asyncio.to_thread(tool_grammar, plan)
         except GrammarError as e: raise _bad_request(f"the tools cannot be enforced together: {e}", "tools") from None
         if kwargs["grammar"] is None: del kwargs["grammar"]
-    ids = await (asyncio.to_thread(chat_ids, model, req, plan) if kind == "chat" else asyncio.to_thread(_completion_ids, model, req))
+    ids = await (asyncio.to_thread(chat_ids, model, req, plan, pool.template) if kind == "chat" else asyncio.to_thread(_completion_ids, model, req))
     _check_fits(ids, pool.n_ctx)
-    reply = model.reply_format() if kind == "chat" else None         # chapter 10: replies in parts (harmony's)
+    reply = model.reply_format(pool.template) if kind == "chat" else None         # chapter 10: replies in parts (harmony's)
     draft = pool.draft() if pool.draft is not None else None        # chapter 16: this request's guesser
     if draft is not None: kwargs["draft"] = draft
     return req, Job(ids, kwargs, reuse=req.cache_prompt is not False, tools=plan, reply=reply)
@@ -461,7 +463,7 @@ async def _stream_events(model: LLM, pool: SlotPool, kind: str, req, job: Job, s
                         content = msg["content"] or ""
                         msg = {**msg, "content": content[len(streamed):] if content.startswith(streamed) else content}
                     for d in _message_deltas(msg): yield chunk(delta=d)
-                yield chunk(finish=finish, timings=_timings(job, value))     # the last chunk, as llama-server's
+                yield chunk(finish=finish, timings=_timings(job, value), seed=job.kwargs["seed"])   # the last chunk
                 if req.stream_options is not None and req.stream_options.include_usage:
                     yield _sse(_response(kind, rid, name, None, usage=_usage(job, value), chunk=True))
             elif what == "error":
@@ -510,7 +512,8 @@ async def _complete(request, model: LLM, pool: SlotPool, kind: str, req, job: Jo
         lp = _completion_logprobs(tok, lp_steps) if lp_steps is not None else None
         choice = {"text": str(c), "logprobs": lp, "finish_reason": finish}
         rid = f"cmpl-{uuid.uuid4().hex[:24]}"
-    return _response(kind, rid, _model_name(model), choice, usage=_usage(job, c), timings=_timings(job, c))
+    return _response(kind, rid, _model_name(model), choice, usage=_usage(job, c), timings=_timings(job, c),
+                     seed=job.kwargs["seed"])
 
 # %% ../nbs/4_27_serve.ipynb #487489e0
 @patch
@@ -723,7 +726,8 @@ async def _generation(request, model: LLM, pool: SlotPool, kind: str):
 
 # %% ../nbs/4_27_serve.ipynb #5961d5fe
 def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: int = 32, api_key: str | None = None,
-             pooling: str | None = None, n_batch: int = 128, draft=None, webui: bool = True):
+             pooling: str | None = None, n_batch: int = 128, draft=None, webui: bool = True,
+             chat_template: str | None = None):
     """The FastAPI application serving `model` with `n_slots` sessions of `n_ctx` positions and a queue of `max_queue`;
     with `api_key`, only to requests that carry it; embeddings pooled by `pooling` (default: the model's); at most
     `n_batch` tokens in one forward pass; `draft`, a function making each request's speculator (chapter 16), or None;
@@ -734,6 +738,7 @@ def make_app(model: LLM, n_slots: int = 2, n_ctx: int | None = None, max_queue: 
     pool = SlotPool(model, n_slots, n_ctx, max_queue, n_batch)
     pool.metrics = _Metrics()
     pool.draft = draft           # None, or a function making each request's speculator (chapter 16)
+    pool.template = chat_template   # None: the model's own (or its family's built-in); else a name, file or text
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
@@ -872,6 +877,9 @@ def serve_args(p):
     _speculation_args(p)                              # --model-draft/-md, --spec-type ngram, --draft-max, --draft-min
     p.add_argument("--pooling", default=None, choices=["mean", "last", "cls"],
                    help="how /v1/embeddings pools a text's tokens (default: the model file's pooling type, else mean)")
+    p.add_argument("--chat-template", default=None, metavar="NAME|FILE",
+                   help="the chat template: a built-in (chatml, llama3, gemma, phi3, mistral-v7, ...) or a Jinja file "
+                        "(default: the model's own, else its family's built-in)")
     p.add_argument("--no-webui", dest="webui", action="store_false",
                    help="serve the API only: no chat page at / (as llama-server's --no-webui)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
@@ -894,8 +902,10 @@ def run_serve(args) -> int:
     # one answer per request, whatever else the server runs (chapter 16): on for every kernel set
     model = load(args.model, n_threads=args.threads, n_ctx=args.n_ctx, kernels=kernels, deterministic=True,
                  cache_type=args.cache_type)
+    template, how = model.chat_template(args.chat_template)       # a bad name fails here, before the server starts
+    if args.chat_template or how.startswith("built-in"): print(f"llmbook serve: chat template: {how}", file=sys.stderr)
     app = make_app(model, args.parallel, args.n_ctx, args.queue, api_key=args.api_key, pooling=args.pooling,
-                   n_batch=args.batch_size, draft=_speculation(args, model), webui=args.webui)
+                   n_batch=args.batch_size, draft=_speculation(args, model), webui=args.webui, chat_template=template)
     _warm_up(model)
     pool = app.state.pool
     print(f"llmbook serve: {_model_name(model)} on http://{args.host}:{args.port}/v1 "

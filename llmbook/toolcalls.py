@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, re, time
 from dataclasses import dataclass
 from .generate import LLM
-from .chat import ChatTemplateError, render_chat
+from .chat import render_chat
 from .grammar import as_grammar, json_schema_to_grammar, JSON_RULES
 from .moe import is_harmony, harmony_messages, harmony_split
 
@@ -65,10 +65,9 @@ def _generic_messages(msgs: list, plan: ToolPlan | None) -> list:
     return out
 
 # %% ../nbs/4_27_toolcalls.ipynb #5250960f
-def tool_prompt(model: LLM, msgs: list, plan: ToolPlan | None) -> list:
+def tool_prompt(model: LLM, msgs: list, plan: ToolPlan | None, template: str | None = None) -> list:
     "Token ids of `msgs` with the plan's tools, in the form of the model's template."
-    tok, template = model.tokenizer, model.gguf.metadata.get("tokenizer.chat_template")
-    if not isinstance(template, str): raise ChatTemplateError("this model has no chat template: it cannot call tools")
+    tok, template = model.tokenizer, model.chat_template(template)[0]     # chapter 18: the file's, a name, or a fallback
     extra, fmt = {}, tool_format(template)
     if fmt == "generic": msgs = _generic_messages(msgs, plan)
     if fmt == "harmony":         # its template reads an earlier call's reasoning as `thinking` (llama.cpp copies it so)

@@ -118,8 +118,31 @@ def test_chat_context_full_goes_on(tiny):
 
 
 def test_chat_without_template(tmp_path):
+    # a file with no template gets its family's built-in (chapter 18), said once on stderr in the command's words
     p = write_random_chat_model(tmp_path / "nt.gguf", chat_template=None)
-    one_error_line(llmbook("chat", "--model", p, input="hi\n"), "no chat template")
+    r = llmbook("chat", "--model", p, "-n", "4", input="hi\nagain\n")
+    assert r.returncode == 0 and r.stdout.count("\n") == 2, r.stderr
+    assert r.stderr.count("chat template: built-in chatml, chosen by architecture llama") == 1 and "Warning" not in r.stderr
+    want = load(p).chat([{"role": "user", "content": "hi"}], max_tokens=4, template="chatml")
+    assert r.stdout.splitlines()[0] == want
+
+
+def test_chat_template_by_name_and_file(tiny, tmp_path):
+    r = llmbook("chat", "--model", tiny, "-n", "4", "--chat-template", "llama3", input="hi\n")
+    assert r.returncode == 0 and "chat template: built-in llama3" in r.stderr, r.stderr
+    assert r.stdout == load(tiny).chat([{"role": "user", "content": "hi"}], max_tokens=4, template="llama3") + "\n"
+    f = tmp_path / "t.jinja"
+    f.write_text("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}[assistant] ")
+    r = llmbook("chat", "--model", tiny, "-n", "4", "--chat-template", f, input="hi\n")
+    assert r.returncode == 0 and f"chat template: the file {f}" in r.stderr, r.stderr
+    assert r.stdout == load(tiny).chat([{"role": "user", "content": "hi"}], max_tokens=4, template=str(f)) + "\n"
+    one_error_line(llmbook("chat", "--model", tiny, "--chat-template", "nonesuch", input="hi\n"), "unknown chat template", "chatml")
+
+
+def test_gemma3_chats_out_of_the_box(gemma3_path):
+    # Gemma 3's file has no template: the built-in gemma, chosen by its architecture
+    r = llmbook("chat", "--model", gemma3_path, "-n", "8", input="Say hi.\n")
+    assert r.returncode == 0 and r.stdout.strip() and "built-in gemma, chosen by architecture gemma3" in r.stderr, r.stderr
 
 
 def test_tokenize(tiny, smollm2_path):
