@@ -4,7 +4,7 @@
 
 # %% ../nbs/4_22_hf.ipynb #828153a6
 from __future__ import annotations
-import dataclasses, hashlib, json, math, os, re, struct, time, warnings
+import dataclasses, hashlib, json, math, os, re, socket, struct, time, warnings
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -1003,6 +1003,14 @@ def _cached_repo_files(repo: str, cache: Path | None = None) -> list:
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "on", "yes", "true")
 
+def _hub_unreachable(timeout: float = 2.0) -> str | None:
+    "Why the hub ($HF_ENDPOINT, else huggingface.co) cannot be reached, from one connection of at most `timeout` s; None if it can."
+    from urllib.parse import urlsplit
+    u = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        with socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=timeout): return None
+    except OSError as e: return f"the hub ({u.hostname}) could not be reached ({type(e).__name__})"
+
 # %% ../nbs/4_22_hf.ipynb #bb0997e0
 def _resolve_hub(name: str, offline: bool | None = None) -> Path:
     "A local GGUF path for hub name `org/repo[:QUANT]` (Q4_K_M by default), downloaded into or found in the hub cache."
@@ -1011,8 +1019,11 @@ def _resolve_hub(name: str, offline: bool | None = None) -> Path:
     try: import huggingface_hub as hub
     except ImportError: raise HubError(f"resolving {name!r} needs huggingface_hub: pip install huggingface_hub") from None
     from huggingface_hub.errors import RepositoryNotFoundError
-    files, why = [], "HF_HUB_OFFLINE is set" if offline else ""
-    if not offline:
+    if (cached := _pick_gguf(_cached_repo_files(repo, cache), quant)) is not None:   # downloaded before: no network
+        try: return Path(hub.hf_hub_download(repo, cached, cache_dir=cache, local_files_only=True))
+        except Exception: pass                             # (a broken link in the cache: ask the hub below)
+    files, why = [], "HF_HUB_OFFLINE is set" if offline else _hub_unreachable()
+    if not why:
         try: files = hub.list_repo_files(repo)
         except RepositoryNotFoundError:
             raise HubError(f"the hub has no repository {repo!r} (or it is private or gated: log in with `hf auth login`)") from None

@@ -363,3 +363,21 @@ def test_cli_convert(tmp_path, tiny_ckpt, capsys):
     assert GGUFFile(out).tensors["blk.0.attn_q.weight"].type == "Q8_0"
     assert main(["convert", str(tmp_path / "nowhere"), str(tmp_path / "x.gguf")]) == 1
     assert "llmbook convert: error:" in capsys.readouterr().err and not (tmp_path / "x.gguf").exists()
+
+def test_hub_name_offline_fails_fast_and_uses_the_cache_first(hub_home):
+    "No HF_HUB_OFFLINE, no network (a closed port as the hub): the cached file at once, else one clear error at once."
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}
+    env.pop("HF_HUB_OFFLINE")
+    code = ("import time; from llmbook.hf import _resolve_hub, HubError\n"
+            "t = time.perf_counter(); print(_resolve_hub('someone/Tiny-GGUF:Q8_0').name, time.perf_counter() - t)\n"
+            "t = time.perf_counter()\n"
+            "try: _resolve_hub('someone/Other-GGUF:Q8_0')\nexcept HubError as e: print(time.perf_counter() - t, 'HubError:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (name, cached_s), second = r.stdout.split("\n")[0].split(), r.stdout.split("\n")[1]
+    assert name == "tiny-Q8_0.gguf" and float(cached_s) < 1.0                     # from the cache, no network asked
+    assert float(second.split()[0]) < 5.0 and "could not be reached" in second and "hf download someone/Other-GGUF" in second
+    # the command: one line, at once, and no "done" for a load that failed
+    r = subprocess.run([str(Path(sys.executable).parent / "llmbook"), "generate", "-m", "someone/Other-GGUF:Q8_0", "hi"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1 and "could not be reached" in r.stderr and "done" not in r.stderr and "Traceback" not in r.stderr
