@@ -412,7 +412,8 @@ def _quantize_args(p: argparse.ArgumentParser):
                    help=f"the file type: {', '.join(FILE_TYPES)} (Q4_K = Q4_K_M, Q5_K = Q5_K_M; default Q8_0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--allow-requantize", action="store_true",
-                   help="quantize weights that are already quantized (each rounding adds error: start from F16 if you can)")
+                   help="quantize weights that are already quantized without a warning (each rounding adds error: "
+                        "start from F16 or BF16 if you can)")
 
 def _quantized_types(path) -> list:
     "The quantized types (all but F32, F16 and BF16) among the tensors of GGUF file `path`."
@@ -420,13 +421,14 @@ def _quantized_types(path) -> list:
         return sorted({t.type for t in f.tensors.values()} - {"F32", "F16", "BF16"})
 
 def _run_quantize(args) -> int:
-    "Write the quantized file and print its one-line summary; refuse, as llama-quantize does, to round weights twice unasked."
+    "Write the quantized file and print its one-line summary; warn, once, before rounding weights a second time."
     file_type(args.type)                                          # an unknown type fails first
     out_dir = Path(args.output).expanduser().parent
     if not out_dir.is_dir(): raise FileNotFoundError(f"no such folder for the output: {out_dir}")
     if not args.allow_requantize and (types := _quantized_types(args.input)):
-        raise ValueError(f"{args.input} is already quantized ({', '.join(types)}): quantizing it again adds a second "
-                         "rounding; start from an F16 or BF16 file, or pass --allow-requantize")
+        print(f"llmbook quantize: warning: {args.input} is already quantized ({', '.join(types)}): its weights are "
+              "rounded a second time; start from an F16 or BF16 file for the best result (--allow-requantize: no "
+              "warning)", file=sys.stderr)
     print(quantize_model(args.input, args.output, args.type, progress=not args.quiet).summary())
     return 0
 
