@@ -197,28 +197,19 @@ def test_missing_layer_tensor(tmp_path):
     drop_tensor(d, "model.layers.1.self_attn.o_proj.weight")
     with pytest.raises(HFError, match=r"model\.layers\.1\.self_attn\.o_proj\.weight is missing"): read_hf(d)
 
-def test_wrong_shape(tmp_path):
-    d = copy("olmoe", tmp_path)
-    edit_config(d, hidden_size=48)
-    with pytest.raises(HFError, match=r"has shape \[\d+, 32\], not \[n_vocab, 48\]|hidden_size says \[48\]"): read_hf(d)
-
-def test_router_normalization_refused(tmp_path):
-    d = copy("qwen3moe", tmp_path)
-    edit_config(d, norm_topk_prob=False)
-    with pytest.raises(HFError, match="norm_topk_prob is false; llama.cpp's qwen3moe renormalizes"): read_hf(d)
-    d = copy("olmoe", tmp_path)
-    edit_config(d, norm_topk_prob=True)
-    with pytest.raises(HFError, match="norm_topk_prob is true; llama.cpp's olmoe"): read_hf(d)
-
-def test_unknown_rope_scaling(tmp_path):
-    d = copy("qwen3moe", tmp_path)
-    edit_config(d, rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0})
-    with pytest.raises(HFError, match=r"RoPE scaling 'dynamic' is not supported"): read_hf(d)
-
-def test_gemma2_attention_scale_checked(tmp_path):
-    d = copy("gemma2", tmp_path)
-    edit_config(d, query_pre_attn_scalar=256)
-    with pytest.raises(HFError, match=r"query_pre_attn_scalar 256; llama.cpp's gemma2 scales attention by 1/sqrt\(8\)"): read_hf(d)
+@pytest.mark.parametrize("family, edit, message", [
+    ("olmoe", {"hidden_size": 48}, r"has shape \[\d+, 32\], not \[n_vocab, 48\]|hidden_size says \[48\]"),
+    ("qwen3moe", {"norm_topk_prob": False}, "norm_topk_prob is false; llama.cpp's qwen3moe renormalizes"),
+    ("olmoe", {"norm_topk_prob": True}, "norm_topk_prob is true; llama.cpp's olmoe"),
+    ("qwen3moe", {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}},
+     r"RoPE scaling 'dynamic' is not supported"),
+    ("gemma2", {"query_pre_attn_scalar": 256}, r"query_pre_attn_scalar 256; llama.cpp's gemma2 scales attention by 1/sqrt\(8\)"),
+])
+def test_config_refused(tmp_path, family, edit, message):
+    "A config.json that does not fit its weights, or that llama.cpp would run as another model: refused, saying why."
+    d = copy(family, tmp_path)
+    edit_config(d, **edit)
+    with pytest.raises(HFError, match=message): read_hf(d)
 
 def test_mxfp4_scales_missing(tmp_path):
     d = copy("gptoss_mxfp4", tmp_path)

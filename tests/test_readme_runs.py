@@ -44,8 +44,8 @@ def output_text(cell) -> str:
 
 
 def same_print(saved: str, now: str) -> bool:
-    """Equal text, except that a printed decimal may move by one unit in its last digit: CPUs of another class (AVX2,
-    AVX-512) add the same numbers with other vector widths, and a last bit can round a printed digit either way."""
+    """Equal text, except that a printed decimal may move by one unit in its last digit: a value that sits on a
+    rounding boundary of what is printed. Anything larger is a change (CPUs of another kind: see the docstring)."""
     if NUMBER.sub("#", saved) != NUMBER.sub("#", now): return False
     for a, b in zip(NUMBER.findall(saved), NUMBER.findall(now)):
         if a == b: continue

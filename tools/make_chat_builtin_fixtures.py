@@ -19,14 +19,14 @@ to (CHATML_TEMPLATE_SRC, common/chat.cpp). The script fails if one of them disag
 Vocabularies: SmolLM2's file for chatml, Gemma 3's for gemma, tools/family_models.CHAT_VOCABS (written by llmbook's
 GGUFWriter in a second Python, --llmbook-python) for the others.
 """
-import argparse, json, os, subprocess, sys, tempfile
+import argparse, json, os, sys, tempfile
 from pathlib import Path
 import llama_cpp
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from make_chat_fixtures import CONVERSATIONS, S, U1, U2, render_builtin, tokenize, token_text
+from make_chat_fixtures import CONVERSATIONS, S, U1, U2, chat_vocabs, render_builtin, tokenize, token_text
 
 # llmbook's name: (llama.cpp's name, vocabulary)
 BUILTINS = {"chatml": ("chatml", "smollm2"), "qwen": ("chatml", "smollm2"), "llama3": ("llama3", "llama3"),
@@ -105,13 +105,7 @@ def main():
     out = {"about": __doc__.split("\n\n")[0] + " Made by tools/make_chat_builtin_fixtures.py; see its docstring.",
            "llama_cpp_python": llama_cpp.__version__, "conversations": BUILTIN_CONVERSATIONS, "builtins": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        vocabs = {"smollm2": args.smollm2, "gemma3": args.gemma3}
-        for fam in ("phi3", "llama3", "mistral"):
-            p = Path(tmp) / f"chat-{fam}.gguf"
-            r = subprocess.run([args.llmbook_python, str(ROOT / "tools" / "make_tokenizer_fixtures.py"),
-                                "--write-chat-vocab", fam, str(p)], capture_output=True, text=True)
-            if r.returncode: sys.exit(r.stderr)
-            vocabs[fam] = p
+        vocabs = chat_vocabs(args, tmp)
         for name, (cpp_name, vocab_name) in BUILTINS.items():
             llm = llama_cpp.Llama(model_path=str(vocabs[vocab_name]), vocab_only=True, verbose=False)
             vocab = llama_cpp.llama_model_get_vocab(llm.model)

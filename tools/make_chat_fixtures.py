@@ -109,6 +109,19 @@ def token_text(vocab, tid):
     return llama_cpp.llama_vocab_get_text(vocab, tid).decode("utf-8") if tid >= 0 else ""
 
 
+def chat_vocabs(args, tmp) -> dict:
+    """Family name -> a GGUF whose vocabulary renders and tokenizes that family's template: the two real models, and
+    vocab-only files for phi3, llama3 and mistral written into `tmp` by make_tokenizer_fixtures.py."""
+    vocabs = {"smollm2": args.smollm2, "gemma3": args.gemma3}
+    for fam in ("phi3", "llama3", "mistral"):
+        p = Path(tmp) / f"chat-{fam}.gguf"
+        r = subprocess.run([args.llmbook_python, str(ROOT / "tools" / "make_tokenizer_fixtures.py"),
+                            "--write-chat-vocab", fam, str(p)], capture_output=True, text=True)
+        if r.returncode: sys.exit(r.stderr)
+        vocabs[fam] = p
+    return vocabs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smollm2", type=Path, required=True)
@@ -121,13 +134,7 @@ def main():
     out = {"about": __doc__.split("\n\n")[0] + " Made by tools/make_chat_fixtures.py; see its docstring.",
            "llama_cpp_python": llama_cpp.__version__, "conversations": CONVERSATIONS, "templates": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        vocabs = {"smollm2": args.smollm2, "gemma3": args.gemma3}
-        for fam in ("phi3", "llama3", "mistral"):
-            p = Path(tmp) / f"chat-{fam}.gguf"
-            r = subprocess.run([args.llmbook_python, str(ROOT / "tools" / "make_tokenizer_fixtures.py"),
-                                "--write-chat-vocab", fam, str(p)], capture_output=True, text=True)
-            if r.returncode: sys.exit(r.stderr)
-            vocabs[fam] = p
+        vocabs = chat_vocabs(args, tmp)
         for name, (src, vocab_name) in TEMPLATES.items():
             template = template_text(src, paths)
             llm = llama_cpp.Llama(model_path=str(vocabs[vocab_name]), vocab_only=True, verbose=False)
