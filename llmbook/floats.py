@@ -129,36 +129,51 @@ def _matvec_float(kind, w, rows_at, x, out):
             a2 = _fma(_widen_lanes(kind, w, o2 + b), xv, a2); a3 = _fma(_widen_lanes(kind, w, o3 + b), xv, a3)
         out[r3] = _vsum(a3); out[r2] = _vsum(a2); out[r1] = _vsum(a1); out[r0] = _vsum(a0)
 
-# %% ../nbs/2_13_floats.ipynb #c75eabfa
-_KC = 1024          # positions of k widened at a time: four rows' chunk (16 KB of float32) stays in L1
+# %% ../nbs/2_13_floats.ipynb #386ab454
+_KC = 512           # positions of k widened at a time: six rows' chunk (12 KB of float32) stays in L1
 
 @njit(inline="always")
-def _widen_rows(kind, w, o0, o1, o2, o3, n, T):
-    "n weights from byte offsets o0..o3 of `w` into the buffer T, one row after another, as float32."
+def _widen_rows(kind, w, o, n, T):
+    "n weights from each of the six byte offsets `o` of `w` into the buffer T, one row after another, as float32."
     size = _weight_bytes(kind)
-    for k in range(0, n, LANES):
-        b = size * k
-        _store(_widen_lanes(kind, w, o0 + b), T, k); _store(_widen_lanes(kind, w, o1 + b), T, n + k)
-        _store(_widen_lanes(kind, w, o2 + b), T, 2 * n + k); _store(_widen_lanes(kind, w, o3 + b), T, 3 * n + k)
+    for j in range(6):
+        for k in range(0, n, LANES): _store(_widen_lanes(kind, w, o[j] + size * k), T, j * n + k)
 
 @njit(inline="always")
-def _four_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at):
-    """The 16 dot products of the four widened rows in T (a chunk of kc positions from k0) with tokens t0..t3 of X,
-    continued from the sums waiting in A[at:] and put back there: `(token, row)` sums, 16 vectors."""
-    a00 = _load(A, at); a01 = _load(A, at + LANES); a02 = _load(A, at + 2 * LANES); a03 = _load(A, at + 3 * LANES)
-    a10 = _load(A, at + 4 * LANES); a11 = _load(A, at + 5 * LANES); a12 = _load(A, at + 6 * LANES); a13 = _load(A, at + 7 * LANES)
-    a20 = _load(A, at + 8 * LANES); a21 = _load(A, at + 9 * LANES); a22 = _load(A, at + 10 * LANES); a23 = _load(A, at + 11 * LANES)
-    a30 = _load(A, at + 12 * LANES); a31 = _load(A, at + 13 * LANES); a32 = _load(A, at + 14 * LANES); a33 = _load(A, at + 15 * LANES)
+def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at):
+    """The 24 dot products of the six widened rows in T (a chunk of kc positions from k0) with tokens t0..t3 of X,
+    continued from the sums waiting in A[at:] and put back there: `(token, row)` sums, 24 vectors."""
+    a00 = _load(A, at); a01 = _load(A, at + LANES); a02 = _load(A, at + 2 * LANES)
+    a03 = _load(A, at + 3 * LANES); a04 = _load(A, at + 4 * LANES); a05 = _load(A, at + 5 * LANES)
+    a10 = _load(A, at + 6 * LANES); a11 = _load(A, at + 7 * LANES); a12 = _load(A, at + 8 * LANES)
+    a13 = _load(A, at + 9 * LANES); a14 = _load(A, at + 10 * LANES); a15 = _load(A, at + 11 * LANES)
+    a20 = _load(A, at + 12 * LANES); a21 = _load(A, at + 13 * LANES); a22 = _load(A, at + 14 * LANES)
+    a23 = _load(A, at + 15 * LANES); a24 = _load(A, at + 16 * LANES); a25 = _load(A, at + 17 * LANES)
+    a30 = _load(A, at + 18 * LANES); a31 = _load(A, at + 19 * LANES); a32 = _load(A, at + 20 * LANES)
+    a33 = _load(A, at + 21 * LANES); a34 = _load(A, at + 22 * LANES); a35 = _load(A, at + 23 * LANES)
     for k in range(0, kc, LANES):
-        w0 = _load(T, k); w1 = _load(T, kc + k); w2 = _load(T, 2 * kc + k); w3 = _load(T, 3 * kc + k)
-        x = _load(X[t0], k0 + k); a00 = _fma(w0, x, a00); a01 = _fma(w1, x, a01); a02 = _fma(w2, x, a02); a03 = _fma(w3, x, a03)
-        x = _load(X[t1], k0 + k); a10 = _fma(w0, x, a10); a11 = _fma(w1, x, a11); a12 = _fma(w2, x, a12); a13 = _fma(w3, x, a13)
-        x = _load(X[t2], k0 + k); a20 = _fma(w0, x, a20); a21 = _fma(w1, x, a21); a22 = _fma(w2, x, a22); a23 = _fma(w3, x, a23)
-        x = _load(X[t3], k0 + k); a30 = _fma(w0, x, a30); a31 = _fma(w1, x, a31); a32 = _fma(w2, x, a32); a33 = _fma(w3, x, a33)
-    _store(a00, A, at); _store(a01, A, at + LANES); _store(a02, A, at + 2 * LANES); _store(a03, A, at + 3 * LANES)
-    _store(a10, A, at + 4 * LANES); _store(a11, A, at + 5 * LANES); _store(a12, A, at + 6 * LANES); _store(a13, A, at + 7 * LANES)
-    _store(a20, A, at + 8 * LANES); _store(a21, A, at + 9 * LANES); _store(a22, A, at + 10 * LANES); _store(a23, A, at + 11 * LANES)
-    _store(a30, A, at + 12 * LANES); _store(a31, A, at + 13 * LANES); _store(a32, A, at + 14 * LANES); _store(a33, A, at + 15 * LANES)
+        w0 = _load(T, k); w1 = _load(T, kc + k); w2 = _load(T, 2 * kc + k)
+        w3 = _load(T, 3 * kc + k); w4 = _load(T, 4 * kc + k); w5 = _load(T, 5 * kc + k)
+        x = _load(X[t0], k0 + k)
+        a00 = _fma(w0, x, a00); a01 = _fma(w1, x, a01); a02 = _fma(w2, x, a02)
+        a03 = _fma(w3, x, a03); a04 = _fma(w4, x, a04); a05 = _fma(w5, x, a05)
+        x = _load(X[t1], k0 + k)
+        a10 = _fma(w0, x, a10); a11 = _fma(w1, x, a11); a12 = _fma(w2, x, a12)
+        a13 = _fma(w3, x, a13); a14 = _fma(w4, x, a14); a15 = _fma(w5, x, a15)
+        x = _load(X[t2], k0 + k)
+        a20 = _fma(w0, x, a20); a21 = _fma(w1, x, a21); a22 = _fma(w2, x, a22)
+        a23 = _fma(w3, x, a23); a24 = _fma(w4, x, a24); a25 = _fma(w5, x, a25)
+        x = _load(X[t3], k0 + k)
+        a30 = _fma(w0, x, a30); a31 = _fma(w1, x, a31); a32 = _fma(w2, x, a32)
+        a33 = _fma(w3, x, a33); a34 = _fma(w4, x, a34); a35 = _fma(w5, x, a35)
+    _store(a00, A, at); _store(a01, A, at + LANES); _store(a02, A, at + 2 * LANES)
+    _store(a03, A, at + 3 * LANES); _store(a04, A, at + 4 * LANES); _store(a05, A, at + 5 * LANES)
+    _store(a10, A, at + 6 * LANES); _store(a11, A, at + 7 * LANES); _store(a12, A, at + 8 * LANES)
+    _store(a13, A, at + 9 * LANES); _store(a14, A, at + 10 * LANES); _store(a15, A, at + 11 * LANES)
+    _store(a20, A, at + 12 * LANES); _store(a21, A, at + 13 * LANES); _store(a22, A, at + 14 * LANES)
+    _store(a23, A, at + 15 * LANES); _store(a24, A, at + 16 * LANES); _store(a25, A, at + 17 * LANES)
+    _store(a30, A, at + 18 * LANES); _store(a31, A, at + 19 * LANES); _store(a32, A, at + 20 * LANES)
+    _store(a33, A, at + 21 * LANES); _store(a34, A, at + 22 * LANES); _store(a35, A, at + 23 * LANES)
 
 # %% ../nbs/2_13_floats.ipynb #a56f2724
 @njit(cache=True, parallel=True)
@@ -168,23 +183,24 @@ def _gemm_float(kind, w, rows_at, X, out, col0):
     size = _weight_bytes(kind)
     n = X.shape[1]; last = rows_at.size - 1; lt = X.shape[0] - 1
     n_blocks = (lt + 4) // 4                                # blocks of 4 tokens
-    n_groups = (last + 4) // 4; n_tasks = min(n_groups, 64)
+    n_groups = (last + 6) // 6; n_tasks = min(n_groups, 64) # groups of 6 rows
     for c in prange(n_tasks):
-        T = np.empty(4 * min(_KC, n), np.float32)
-        A = np.empty(n_blocks * 16 * LANES, np.float32)     # each block's 16 vectors of sums, between chunks
+        T = np.empty(6 * min(_KC, n), np.float32)
+        A = np.empty(n_blocks * 24 * LANES, np.float32)     # each block's 24 vectors of sums, between chunks
         for g in range(c * n_groups // n_tasks, (c + 1) * n_groups // n_tasks):
-            r = (4 * g, min(4 * g + 1, last), min(4 * g + 2, last), min(4 * g + 3, last))
-            o = (rows_at[r[0]], rows_at[r[1]], rows_at[r[2]], rows_at[r[3]])
+            r = (6 * g, min(6 * g + 1, last), min(6 * g + 2, last), min(6 * g + 3, last), min(6 * g + 4, last), min(6 * g + 5, last))
+            o = (rows_at[r[0]], rows_at[r[1]], rows_at[r[2]], rows_at[r[3]], rows_at[r[4]], rows_at[r[5]])
             A[:] = 0
             for k0 in range(0, n, _KC):
                 kc = min(_KC, n - k0)
-                _widen_rows(kind, w, o[0] + size * k0, o[1] + size * k0, o[2] + size * k0, o[3] + size * k0, kc, T)
+                _widen_rows(kind, w, (o[0] + size * k0, o[1] + size * k0, o[2] + size * k0, o[3] + size * k0,
+                                      o[4] + size * k0, o[5] + size * k0), kc, T)
                 for b in range(n_blocks):
-                    _four_by_four(T, X, 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt), k0, kc, A, 16 * LANES * b)
+                    _six_by_four(T, X, 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt), k0, kc, A, 24 * LANES * b)
             for b in range(n_blocks):
                 t = (4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt))
                 for i in range(3, -1, -1):            # reversed: a repeated token or row keeps slot 0's value
-                    for j in range(3, -1, -1): out[t[i], col0 + r[j]] = _vsum(_load(A, 16 * LANES * b + (4 * i + j) * LANES))
+                    for j in range(5, -1, -1): out[t[i], col0 + r[j]] = _vsum(_load(A, 24 * LANES * b + (6 * i + j) * LANES))
 
 # %% ../nbs/2_13_floats.ipynb #73c2a9af
 @njit(cache=True)
@@ -219,6 +235,15 @@ FLOAT_KERNELS = {GGMLType.F16: (_matvec_f16, _gemm_f16, _rows_f16),       # type
                  GGMLType.BF16: (_matvec_bf16, _gemm_bf16, _rows_bf16),
                  GGMLType.F32: (_matvec_f32, _gemm_f32, _rows_f32)}
 
+# %% ../nbs/2_13_floats.ipynb #25c95d13
+def _tasks_to_free_threads(gemm):
+    "`gemm`, with numba handing its tasks one at a time to whichever thread comes free."
+    def run(*args):
+        old = numba.set_parallel_chunksize(1)
+        try: gemm(*args)
+        finally: numba.set_parallel_chunksize(old)
+    return run
+
 # %% ../nbs/2_13_floats.ipynb #59576e50
 class FloatMatrix(Matrix):
     "F16, BF16 or F32 weight matrices of one width, stacked by rows, multiplied in place by this page's kernels."
@@ -232,7 +257,8 @@ class FloatMatrix(Matrix):
         self.w, self.rows_at, self.row_bytes = rows_in_place(tensors)
         self.arrays = (self.w, self.rows_at)
         self.type, self.shape = first.type, (len(self.rows_at), first.shape[1])
-        self._matvec, self._gemm, self._rows = FLOAT_KERNELS[first.type]
+        self._matvec, gemm, self._rows = FLOAT_KERNELS[first.type]
+        self._gemm = _tasks_to_free_threads(gemm)
         choose_threading_layer()
 
     @property
