@@ -14,7 +14,7 @@ from llvmlite import ir
 from .tensors import GGMLType, QTensor
 from .packed import Matrix
 from .runtime import choose_threading_layer
-from .int8 import target_features, _byte_ptr, _x86, _prefetch_bytes, rows_in_place
+from .int8 import target_features, _byte_ptr, _x86, rows_in_place
 
 # %% ../nbs/2_13_floats.ipynb #f885a07e
 class _Lanes(types.Type):
@@ -105,9 +105,6 @@ def _vsum(typingctx, acc):
     return types.float32(acc), codegen
 
 # %% ../nbs/2_13_floats.ipynb #93a1430f
-_ROWS = 8                                     # rows per step of the one-token kernel
-_AHEAD = 8192                                 # bytes asked for ahead of the group's first row
-
 @njit(inline="always")
 def _weight_bytes(kind):
     "Bytes of one weight of `kind`: 2 for F16 and BF16, 4 for F32 (a constant where `kind` is)."
@@ -118,23 +115,10 @@ def _matvec_float(kind, w, rows_at, x, out):
     "out = W @ x for the float weights of `kind`, rows at byte offsets `rows_at` of `w`."
     numba.literally(kind)
     size = _weight_bytes(kind)
-    n = x.size; last = rows_at.size - 1
-    for g in prange((last + _ROWS) // _ROWS):
-        r0 = _ROWS * g; r1 = min(r0 + 1, last); r2 = min(r0 + 2, last); r3 = min(r0 + 3, last)
-        r4 = min(r0 + 4, last); r5 = min(r0 + 5, last); r6 = min(r0 + 6, last); r7 = min(r0 + 7, last)
-        o0, o1, o2, o3 = rows_at[r0], rows_at[r1], rows_at[r2], rows_at[r3]
-        o4, o5, o6, o7 = rows_at[r4], rows_at[r5], rows_at[r6], rows_at[r7]
-        ahead = o0 + _AHEAD
-        a0 = _vzero(); a1 = _vzero(); a2 = _vzero(); a3 = _vzero(); a4 = _vzero(); a5 = _vzero(); a6 = _vzero(); a7 = _vzero()
-        for k in range(0, n, LANES):
-            _prefetch_bytes(w, ahead + _ROWS * size * k, _ROWS * size * LANES)   # as many bytes as this step reads
-            xv = _load(x, k); b = size * k
-            a0 = _fma(_widen_lanes(kind, w, o0 + b), xv, a0); a1 = _fma(_widen_lanes(kind, w, o1 + b), xv, a1)
-            a2 = _fma(_widen_lanes(kind, w, o2 + b), xv, a2); a3 = _fma(_widen_lanes(kind, w, o3 + b), xv, a3)
-            a4 = _fma(_widen_lanes(kind, w, o4 + b), xv, a4); a5 = _fma(_widen_lanes(kind, w, o5 + b), xv, a5)
-            a6 = _fma(_widen_lanes(kind, w, o6 + b), xv, a6); a7 = _fma(_widen_lanes(kind, w, o7 + b), xv, a7)
-        out[r7] = _vsum(a7); out[r6] = _vsum(a6); out[r5] = _vsum(a5); out[r4] = _vsum(a4)
-        out[r3] = _vsum(a3); out[r2] = _vsum(a2); out[r1] = _vsum(a1); out[r0] = _vsum(a0)
+    for r in prange(rows_at.size):
+        o, a = rows_at[r], _vzero()
+        for k in range(0, x.size, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
+        out[r] = _vsum(a)
 
 # %% ../nbs/2_13_floats.ipynb #386ab454
 _KC = 512           # positions of k widened at a time: six rows' chunk (12 KB of float32) stays in L1
