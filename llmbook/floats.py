@@ -105,6 +105,8 @@ def _vsum(typingctx, acc):
     return types.float32(acc), codegen
 
 # %% ../nbs/2_13_floats.ipynb #93a1430f
+_CHAINS = 1 if LANES == 16 else 2            # vectors of sums per row: AVX2's shorter vectors need two to keep up
+
 @njit(inline="always")
 def _weight_bytes(kind):
     "Bytes of one weight of `kind`: 2 for F16 and BF16, 4 for F32 (a constant where `kind` is)."
@@ -115,10 +117,19 @@ def _matvec_float(kind, w, rows_at, x, out):
     "out = W @ x for the float weights of `kind`, rows at byte offsets `rows_at` of `w`."
     numba.literally(kind)
     size = _weight_bytes(kind)
+    n = x.size
     for r in prange(rows_at.size):
         o, a = rows_at[r], _vzero()
-        for k in range(0, x.size, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
-        out[r] = _vsum(a)
+        if _CHAINS == 1:
+            for k in range(0, n, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
+            out[r] = _vsum(a)
+        else:                                     # the even steps of k into a, the odd into b
+            b = _vzero()
+            for k in range(0, n - LANES, 2 * LANES):
+                a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
+                b = _fma(_widen_lanes(kind, w, o + size * (k + LANES)), _load(x, k + LANES), b)
+            if n // LANES % 2: a = _fma(_widen_lanes(kind, w, o + size * (n - LANES)), _load(x, n - LANES), a)
+            out[r] = _vsum(a) + _vsum(b)
 
 # %% ../nbs/2_13_floats.ipynb #386ab454
 _KC = 512           # positions of k widened at a time: six rows' chunk (12 KB of float32) stays in L1
@@ -131,7 +142,7 @@ def _widen_rows(kind, w, o, n, T):
         for k in range(0, n, LANES): _store(_widen_lanes(kind, w, o[j] + size * k), T, j * n + k)
 
 @njit(inline="always")
-def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at):
+def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain):
     """The 24 dot products of the six widened rows in T (a chunk of kc positions from k0) with tokens t0..t3 of X,
     continued from the sums waiting in A[at:] and put back there: `(token, row)` sums, 24 vectors."""
     a00 = _load(A, at); a01 = _load(A, at + LANES); a02 = _load(A, at + 2 * LANES)
@@ -142,7 +153,7 @@ def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at):
     a23 = _load(A, at + 15 * LANES); a24 = _load(A, at + 16 * LANES); a25 = _load(A, at + 17 * LANES)
     a30 = _load(A, at + 18 * LANES); a31 = _load(A, at + 19 * LANES); a32 = _load(A, at + 20 * LANES)
     a33 = _load(A, at + 21 * LANES); a34 = _load(A, at + 22 * LANES); a35 = _load(A, at + 23 * LANES)
-    for k in range(0, kc, LANES):
+    for k in range(chain * LANES, kc, _CHAINS * LANES):     # this chain's steps of k
         w0 = _load(T, k); w1 = _load(T, kc + k); w2 = _load(T, 2 * kc + k)
         w3 = _load(T, 3 * kc + k); w4 = _load(T, 4 * kc + k); w5 = _load(T, 5 * kc + k)
         x = _load(X[t0], k0 + k)
@@ -167,6 +178,12 @@ def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at):
     _store(a33, A, at + 21 * LANES); _store(a34, A, at + 22 * LANES); _store(a35, A, at + 23 * LANES)
 
 # %% ../nbs/2_13_floats.ipynb #a56f2724
+@njit(inline="always")
+def _chain_sums(A, at):
+    "A (token, row)'s sum from its chains' vectors in A (the first at `at`, the next 24 vectors on): as the one-token kernel adds them."
+    if _CHAINS == 1: return _vsum(_load(A, at))
+    return _vsum(_load(A, at)) + _vsum(_load(A, at + 24 * LANES))
+
 @njit(cache=True, parallel=True)
 def _gemm_float(kind, w, rows_at, X, out, col0):
     "out[:, col0:col0 + n_rows] = X @ W.T for the float weights of `kind`, rows at byte offsets `rows_at` of `w`."
@@ -177,7 +194,7 @@ def _gemm_float(kind, w, rows_at, X, out, col0):
     n_groups = (last + 6) // 6; n_tasks = min(n_groups, 64) # groups of 6 rows
     for c in prange(n_tasks):
         T = np.empty(6 * min(_KC, n), np.float32)
-        A = np.empty(n_blocks * 24 * LANES, np.float32)     # each block's 24 vectors of sums, between chunks
+        A = np.empty(n_blocks * _CHAINS * 24 * LANES, np.float32)   # each block's 24 vectors of sums per chain, between chunks
         for g in range(c * n_groups // n_tasks, (c + 1) * n_groups // n_tasks):
             r = (6 * g, min(6 * g + 1, last), min(6 * g + 2, last), min(6 * g + 3, last), min(6 * g + 4, last), min(6 * g + 5, last))
             o = (rows_at[r[0]], rows_at[r[1]], rows_at[r[2]], rows_at[r[3]], rows_at[r[4]], rows_at[r[5]])
@@ -187,11 +204,13 @@ def _gemm_float(kind, w, rows_at, X, out, col0):
                 _widen_rows(kind, w, (o[0] + size * k0, o[1] + size * k0, o[2] + size * k0, o[3] + size * k0,
                                       o[4] + size * k0, o[5] + size * k0), kc, T)
                 for b in range(n_blocks):
-                    _six_by_four(T, X, 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt), k0, kc, A, 24 * LANES * b)
+                    for chain in range(_CHAINS):
+                        _six_by_four(T, X, 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt), k0, kc,
+                                     A, 24 * LANES * (_CHAINS * b + chain), chain)
             for b in range(n_blocks):
                 t = (4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt))
                 for i in range(3, -1, -1):            # reversed: a repeated token or row keeps slot 0's value
-                    for j in range(5, -1, -1): out[t[i], col0 + r[j]] = _vsum(_load(A, 24 * LANES * b + (6 * i + j) * LANES))
+                    for j in range(5, -1, -1): out[t[i], col0 + r[j]] = _chain_sums(A, 24 * LANES * _CHAINS * b + (6 * i + j) * LANES)
 
 # %% ../nbs/2_13_floats.ipynb #73c2a9af
 @njit(cache=True)
