@@ -144,7 +144,8 @@ def _widen_rows(kind, w, o, n, T):
 @njit(inline="always")
 def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain):
     """The 24 dot products of the six widened rows in T (a chunk of kc positions from k0) with tokens t0..t3 of X,
-    continued from the sums waiting in A[at:] and put back there: `(token, row)` sums, 24 vectors."""
+    over the steps of k of `chain` (every `_CHAINS`-th vector, from the `chain`-th), continued from the sums waiting
+    in A[at:] and put back there: `(token, row)` sums, 24 vectors."""
     a00 = _load(A, at); a01 = _load(A, at + LANES); a02 = _load(A, at + 2 * LANES)
     a03 = _load(A, at + 3 * LANES); a04 = _load(A, at + 4 * LANES); a05 = _load(A, at + 5 * LANES)
     a10 = _load(A, at + 6 * LANES); a11 = _load(A, at + 7 * LANES); a12 = _load(A, at + 8 * LANES)
