@@ -45,6 +45,18 @@ def test_wide_rows_in_chunks(t):
 
 
 @pytest.mark.parametrize("t", TYPES)
+def test_odd_vector_count_in_chains(t):
+    """A width of an odd number of vectors, over two chunks of k: with AVX2's two chains (`_CHAINS`) the last vector
+    joins the even chain in both kernels, and a chunk's last steps end on the odd one."""
+    from llmbook.floats import _KC, LANES
+    rng = np.random.default_rng(7)
+    n = LANES * (2 * (_KC // LANES) + 3)
+    W = (rng.standard_normal((11, n)) * 0.05).astype(np.float32); X = rng.standard_normal((5, n)).astype(np.float32)
+    m = FloatMatrix(as_qtensor(W, t))
+    np.testing.assert_array_equal(m.matmul(X), np.stack([m.matvec(x) for x in X]))
+
+
+@pytest.mark.parametrize("t", TYPES)
 def test_stacked_in_place_and_threads(t):
     "q|k|v stacked from one buffer without a copy; one thread and all threads give the same bits."
     rng = np.random.default_rng(3)
