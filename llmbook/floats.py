@@ -14,7 +14,7 @@ from llvmlite import ir
 from .tensors import GGMLType, QTensor
 from .packed import Matrix
 from .runtime import choose_threading_layer
-from .int8 import target_features, _byte_ptr, _x86, rows_in_place
+from .int8 import target_features, host_features, _byte_ptr, _x86, rows_in_place
 
 # %% ../nbs/2_13_floats.ipynb #f885a07e
 class _Lanes(types.Type):
@@ -131,6 +131,15 @@ def _matvec_float(kind, w, rows_at, x, out):
             if n // LANES % 2: a = _fma(_widen_lanes(kind, w, o + size * (n - LANES)), _load(x, n - LANES), a)
             out[r] = _vsum(a) + _vsum(b)
 
+# %% ../nbs/2_13_floats.ipynb #3c894be3
+def _vector_registers() -> int:
+    "Vector registers the code numba makes may use: 32 with AVX-512 (ymm16-31 too, at AVX2's width), else 16."
+    flat = numba.config.CPU_FEATURES              # NUMBA_CPU_NAME alone still hands LLVM the host's features
+    features = {f[1:] for f in flat.split(",") if f.startswith("+")} if flat else host_features()
+    return 32 if "avx512f" in features else 16
+
+_REGISTERS = _vector_registers()
+
 # %% ../nbs/2_13_floats.ipynb #386ab454
 _KC = 512           # positions of k widened at a time: six rows' chunk (12 KB of float32) stays in L1
 
@@ -178,6 +187,26 @@ def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain):
     _store(a30, A, at + 18 * LANES); _store(a31, A, at + 19 * LANES); _store(a32, A, at + 20 * LANES)
     _store(a33, A, at + 21 * LANES); _store(a34, A, at + 22 * LANES); _store(a35, A, at + 23 * LANES)
 
+@njit(inline="always")
+def _three_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain, j0):
+    """`_six_by_four` for 16 registers: the 12 dot products of rows j0..j0+2 of the six in T, each sum at the same
+    place in A as there."""
+    b = at + j0 * LANES
+    a00 = _load(A, b); a01 = _load(A, b + LANES); a02 = _load(A, b + 2 * LANES)
+    a10 = _load(A, b + 6 * LANES); a11 = _load(A, b + 7 * LANES); a12 = _load(A, b + 8 * LANES)
+    a20 = _load(A, b + 12 * LANES); a21 = _load(A, b + 13 * LANES); a22 = _load(A, b + 14 * LANES)
+    a30 = _load(A, b + 18 * LANES); a31 = _load(A, b + 19 * LANES); a32 = _load(A, b + 20 * LANES)
+    for k in range(chain * LANES, kc, _CHAINS * LANES):
+        w0 = _load(T, j0 * kc + k); w1 = _load(T, (j0 + 1) * kc + k); w2 = _load(T, (j0 + 2) * kc + k)
+        x = _load(X[t0], k0 + k); a00 = _fma(w0, x, a00); a01 = _fma(w1, x, a01); a02 = _fma(w2, x, a02)
+        x = _load(X[t1], k0 + k); a10 = _fma(w0, x, a10); a11 = _fma(w1, x, a11); a12 = _fma(w2, x, a12)
+        x = _load(X[t2], k0 + k); a20 = _fma(w0, x, a20); a21 = _fma(w1, x, a21); a22 = _fma(w2, x, a22)
+        x = _load(X[t3], k0 + k); a30 = _fma(w0, x, a30); a31 = _fma(w1, x, a31); a32 = _fma(w2, x, a32)
+    _store(a00, A, b); _store(a01, A, b + LANES); _store(a02, A, b + 2 * LANES)
+    _store(a10, A, b + 6 * LANES); _store(a11, A, b + 7 * LANES); _store(a12, A, b + 8 * LANES)
+    _store(a20, A, b + 12 * LANES); _store(a21, A, b + 13 * LANES); _store(a22, A, b + 14 * LANES)
+    _store(a30, A, b + 18 * LANES); _store(a31, A, b + 19 * LANES); _store(a32, A, b + 20 * LANES)
+
 # %% ../nbs/2_13_floats.ipynb #a56f2724
 @njit(inline="always")
 def _chain_sums(A, at):
@@ -205,9 +234,13 @@ def _gemm_float(kind, w, rows_at, X, out, col0):
                 _widen_rows(kind, w, (o[0] + size * k0, o[1] + size * k0, o[2] + size * k0, o[3] + size * k0,
                                       o[4] + size * k0, o[5] + size * k0), kc, T)
                 for b in range(n_blocks):
+                    t0, t1, t2, t3 = 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt)
                     for chain in range(_CHAINS):
-                        _six_by_four(T, X, 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt), k0, kc,
-                                     A, 24 * LANES * (_CHAINS * b + chain), chain)
+                        at = 24 * LANES * (_CHAINS * b + chain)
+                        if _REGISTERS == 32: _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain)
+                        else:                               # two tiles of three rows: every sum in a register
+                            _three_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain, 0)
+                            _three_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain, 3)
             for b in range(n_blocks):
                 t = (4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt))
                 for i in range(3, -1, -1):            # reversed: a repeated token or row keeps slot 0's value

@@ -77,3 +77,35 @@ def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="multiple of"): FloatMatrix(as_qtensor(np.zeros((4, 12), np.float32), GGMLType.F16))
     with pytest.raises(NotImplementedError, match="no float kernel"): FloatMatrix(QTensor(np.zeros(34, np.uint8), GGMLType.Q8_0, (1, 32)))
     assert set(FLOAT_KERNELS) == set(TYPES)
+
+
+def _avx2_only_features() -> str:
+    "This CPU's features as LLVM names them, with AVX-512 and what needs it taken out: the code a real AVX2 CPU runs."
+    from numba.core.codegen import get_host_cpu_features
+    return ",".join("-" + f[1:] if f.startswith("+") and ("avx512" in f or f[1:] in ("evex512", "amx-tile", "amx-int8", "amx-bf16"))
+                    else f for f in get_host_cpu_features().split(","))
+
+
+def test_sixteen_registers(tmp_path):
+    """The code a CPU with AVX2 and no AVX-512 runs (16 vector registers: tiles of three rows, two chains), made here
+    by NUMBA_CPU_FEATURES in a fresh process and cache: a token's row of the batch is still the one-token product."""
+    import os, subprocess, sys
+    if "avx2" not in __import__("llmbook.int8", fromlist=["host_features"]).host_features(): pytest.skip("no AVX2 here")
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=_avx2_only_features(), NUMBA_CACHE_DIR=str(tmp_path))
+    code = """
+import numpy as np
+from llmbook.floats import FloatMatrix, _REGISTERS, LANES, _CHAINS, _KC
+from llmbook.tensors import QTensor
+assert (_REGISTERS, LANES, _CHAINS) == (16, 8, 2), (_REGISTERS, LANES, _CHAINS)
+rng = np.random.default_rng(3)
+n = LANES * (2 * (_KC // LANES) + 3)                    # two chunks of k and an odd number of vectors
+W = (rng.standard_normal((13, n)) * 0.05).astype(np.float16); X = rng.standard_normal((7, n)).astype(np.float32)
+m = FloatMatrix(QTensor.from_array(W))
+batch = m.matmul(X)
+assert np.array_equal(batch, np.stack([m.matvec(x) for x in X]))
+want = X.astype(np.float64) @ W.astype(np.float64).T
+assert np.abs(batch - want).max() <= 2e-6 * np.abs(want).max()
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
