@@ -57,6 +57,21 @@ def test_odd_vector_count_in_chains(t):
 
 
 @pytest.mark.parametrize("t", TYPES)
+def test_wide_rows_four_at_a_time(t):
+    """Rows wider than `_WIDE` go four at a time through the one-token kernel (a row count that 4 does not divide, an
+    odd number of vectors): each row's sum is still the batch kernel's, bit for bit."""
+    from llmbook.floats import _WIDE, LANES
+    rng = np.random.default_rng(11)
+    n = _WIDE + 3 * LANES
+    W = (rng.standard_normal((14, n)) * 0.05).astype(np.float32); X = rng.standard_normal((3, n)).astype(np.float32)
+    qt = as_qtensor(W, t); m = FloatMatrix(qt)
+    batch = m.matmul(X)
+    np.testing.assert_array_equal(batch, np.stack([m.matvec(x) for x in X]))
+    want = X.astype(np.float64) @ dequantize(qt).astype(np.float64).T
+    assert np.abs(batch - want).max() <= 2e-6 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("t", TYPES)
 def test_stacked_in_place_and_threads(t):
     "q|k|v stacked from one buffer without a copy; one thread and all threads give the same bits."
     rng = np.random.default_rng(3)
@@ -94,17 +109,18 @@ def test_sixteen_registers(tmp_path):
     env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=_avx2_only_features(), NUMBA_CACHE_DIR=str(tmp_path))
     code = """
 import numpy as np
-from llmbook.floats import FloatMatrix, _REGISTERS, LANES, _CHAINS, _KC
+from llmbook.floats import FloatMatrix, _REGISTERS, LANES, _CHAINS, _KC, _WIDE
 from llmbook.tensors import QTensor
 assert (_REGISTERS, LANES, _CHAINS) == (16, 8, 2), (_REGISTERS, LANES, _CHAINS)
 rng = np.random.default_rng(3)
 n = LANES * (2 * (_KC // LANES) + 3)                    # two chunks of k and an odd number of vectors
-W = (rng.standard_normal((13, n)) * 0.05).astype(np.float16); X = rng.standard_normal((7, n)).astype(np.float32)
-m = FloatMatrix(QTensor.from_array(W))
-batch = m.matmul(X)
-assert np.array_equal(batch, np.stack([m.matvec(x) for x in X]))
-want = X.astype(np.float64) @ W.astype(np.float64).T
-assert np.abs(batch - want).max() <= 2e-6 * np.abs(want).max()
+for n in (n, _WIDE + 3 * LANES):                        # and rows wide enough to go four at a time
+    W = (rng.standard_normal((13, n)) * 0.05).astype(np.float16); X = rng.standard_normal((7, n)).astype(np.float32)
+    m = FloatMatrix(QTensor.from_array(W))
+    batch = m.matmul(X)
+    assert np.array_equal(batch, np.stack([m.matvec(x) for x in X]))
+    want = X.astype(np.float64) @ W.astype(np.float64).T
+    assert np.abs(batch - want).max() <= 2e-6 * np.abs(want).max()
 print("ok")
 """
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
