@@ -112,26 +112,12 @@ def _weight_bytes(kind):
     "Bytes of one weight of `kind`: 2 for F16 and BF16, 4 for F32 (a constant where `kind` is)."
     return 4 if kind == "f32" else 2
 
-@njit(inline="always")
-def _row_sum(kind, w, o, x):
-    "The dot product of x with the row at byte offset o of `w`: `_CHAINS` vectors of sums, in the order of k."
-    size, n, a = _weight_bytes(kind), x.size, _vzero()
-    if _CHAINS == 1:
-        for k in range(0, n, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
-        return _vsum(a)
-    b = _vzero()                                  # the even steps of k into a, the odd into b
-    for k in range(0, n - LANES, 2 * LANES):
-        a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
-        b = _fma(_widen_lanes(kind, w, o + size * (k + LANES)), _load(x, k + LANES), b)
-    if n // LANES % 2: a = _fma(_widen_lanes(kind, w, o + size * (n - LANES)), _load(x, n - LANES), a)
-    return _vsum(a) + _vsum(b)
-
 # %% ../nbs/2_13_floats.ipynb #1ef60673
 _WIDE = 4096         # inputs per row past which the float32 activations (16 KB) crowd the weights out of L1
 
 @njit(inline="always")
 def _four_row_sums(kind, w, o0, o1, o2, o3, x):
-    "`_row_sum` of four rows at once, each summed exactly as alone: one load of each activation vector for all four."
+    "The sums of four rows at once, each exactly as the one-row loop sums it: one load of each activation vector for all four."
     size, n = _weight_bytes(kind), x.size
     a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = _vzero()
     step = _CHAINS * LANES
@@ -150,12 +136,25 @@ def _four_row_sums(kind, w, o0, o1, o2, o3, x):
         a2 = _fma(_widen_lanes(kind, w, o2 + c), v, a2); a3 = _fma(_widen_lanes(kind, w, o3 + c), v, a3)
     return _vsum(a0) + _vsum(b0), _vsum(a1) + _vsum(b1), _vsum(a2) + _vsum(b2), _vsum(a3) + _vsum(b3)
 
+# %% ../nbs/2_13_floats.ipynb #093d52ec
 @njit(cache=True, parallel=True)
 def _matvec_float(kind, w, rows_at, x, out):
     "out = W @ x for the float weights of `kind`, rows at byte offsets `rows_at` of `w`."
     numba.literally(kind)
-    if x.size <= _WIDE:
-        for r in prange(rows_at.size): out[r] = _row_sum(kind, w, rows_at[r], x)
+    size, n = _weight_bytes(kind), x.size
+    if n <= _WIDE:
+        for r in prange(rows_at.size):
+            o, a = rows_at[r], _vzero()
+            if _CHAINS == 1:
+                for k in range(0, n, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
+                out[r] = _vsum(a)
+            else:                                 # the even steps of k into a, the odd into b
+                b = _vzero()
+                for k in range(0, n - LANES, 2 * LANES):
+                    a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
+                    b = _fma(_widen_lanes(kind, w, o + size * (k + LANES)), _load(x, k + LANES), b)
+                if n // LANES % 2: a = _fma(_widen_lanes(kind, w, o + size * (n - LANES)), _load(x, n - LANES), a)
+                out[r] = _vsum(a) + _vsum(b)
     else:                                         # wide rows: four at a time
         last = rows_at.size - 1
         for g in prange((last + 4) // 4):
