@@ -14,7 +14,7 @@ from llvmlite import ir
 from .tensors import GGMLType, QTensor
 from .packed import Matrix
 from .runtime import choose_threading_layer
-from .int8 import target_features, host_features, _byte_ptr, _x86, rows_in_place
+from .int8 import target_features, host_features, _features, _byte_ptr, _x86, rows_in_place
 
 # %% ../nbs/2_13_floats.ipynb #f885a07e
 class _Lanes(types.Type):
@@ -166,7 +166,7 @@ def _matvec_float(kind, w, rows_at, x, out):
 def _vector_registers() -> int:
     "Vector registers the code numba makes may use: 32 with AVX-512 (ymm16-31 too, at AVX2's width), else 16."
     flat = numba.config.CPU_FEATURES              # NUMBA_CPU_NAME alone still hands LLVM the host's features
-    features = {f[1:] for f in flat.split(",") if f.startswith("+")} if flat else host_features()
+    features = _features(flat) if flat else host_features()
     return 32 if "avx512f" in features else 16
 
 _REGISTERS = _vector_registers()
