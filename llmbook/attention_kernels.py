@@ -413,9 +413,19 @@ def _spanning_rows(pos0, n, window):
     return count
 
 @njit(fastmath=FAST, inline="always")
-def _fold_segments(part_m, part_l, part_o, s0, s1, t, h, o):
+def _inverse_sum(mx, total, sink2, h):
+    """1 / the softmax's sum of a row of head h whose scores peak at mx (base 2). A head with a sink (`sink2` its
+    score times log2(e); empty: no sinks) adds e^sink to the sum, rescaled to the larger of the two maxima, and the
+    factor carries the row's rescaling too: O times it is the row's output."""
+    if sink2.size == 0: return np.float32(1) / total
+    new = max(mx, sink2[h])
+    a = _exp2(mx - new)
+    return a / (total * a + _exp2(sink2[h] - new))
+
+@njit(fastmath=FAST, inline="always")
+def _fold_segments(part_m, part_l, part_o, s0, s1, t, h, o, sink2):
     """Row (token t, head h), which sees keys in segments s0..s1 (indices into the parts): fold their (m, l, O) in
-    order, each rescaled to the running maximum, and write O / l into `o`."""
+    order, each rescaled to the running maximum, and write O / l into `o` (with the sink in l, if any)."""
     hd = part_o.shape[3]
     mx, total = part_m[t, h, s0], part_l[t, h, s0]
     for x in range(hd): o[x] = part_o[t, h, s0, x]
@@ -426,7 +436,7 @@ def _fold_segments(part_m, part_l, part_o, s0, s1, t, h, o):
         total = total * a + ls * b
         for x in range(hd): o[x] = o[x] * a + os[x] * b
         mx = new
-    inv = np.float32(1) / total
+    inv = _inverse_sum(mx, total, sink2, h)
     for x in range(hd): o[x] *= inv
 
 # %% ../nbs/2_14_attention_kernels.ipynb #92626022
@@ -437,15 +447,15 @@ def _task_queries(q, t0, kv, group, qscale, Q):
         for x in range(Q.shape[1]): Q[r, x] = q[t0 + r // group, kv * group + r % group, x] * qscale
 
 @njit(fastmath=FAST, inline="always")
-def _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o):
-    """The task's rows: a row whose keys all lie in this one segment is done, O / l into `out`; the others hand their
-    running max, sum and output over segment s to the fold."""
+def _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o, sink2):
+    """The task's rows: a row whose keys all lie in this one segment is done, O / l into `out` (with the sink in l,
+    if any); the others hand their running max, sum and output over segment s to the fold."""
     for r in range(O.shape[0]):
         t, h = t0 + r // group, kv * group + r % group
         s0, s1 = _segments(pos0 + t, window)
         if s0 == s1:
             if s0 == seg0 + s:
-                inv = np.float32(1) / l[r]
+                inv = _inverse_sum(m[r], l[r], sink2, h)
                 for x in range(O.shape[1]): out[t, h, x] = O[r, x] * inv
         elif s0 <= seg0 + s <= s1:
             part_m[t, h, s], part_l[t, h, s] = m[r], l[r]
@@ -503,16 +513,20 @@ def _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l, Kf, 
 
 # %% ../nbs/2_14_attention_kernels.ipynb #7c762a1f
 @njit(cache=True, fastmath=FAST, parallel=True)
-def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softcap=0.0):
+def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softcap=0.0, sinks=None):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
     of `layer` (`(n_layers, n_kv_heads, n_slots, head_dim)`, filled up to position pos0+n-1; position j in slot
     j % n_slots, a ring when a windowed layer keeps fewer slots than positions); `window` 0 = unlimited.
     Query head h uses kv head h // (n_heads // n_kv_heads). Writes `out` `(n, n_heads, head_dim)`. `softcap` > 0:
-    scores become softcap * tanh(score / softcap) before the softmax (Gemma 2). Batch-invariant: see above."""
+    scores become softcap * tanh(score / softcap) before the softmax (Gemma 2). `sinks` `(n_heads,)`: each head's
+    sink score, which joins its softmax's sum and has no value (gpt-oss). Batch-invariant: see above."""
     n, n_heads, hd = q.shape
     n_kv = k_cache.shape[1]; group = n_heads // n_kv
     L = pos0 + n                                     # keys in the cache
     qscale = np.float32(scale) * _LOG2E               # softmax in base 2: exp(s) = 2**(s log2(e)), folded into q
+    sink2 = np.empty(0 if sinks is None else n_heads, np.float32)   # the sinks in base 2 too
+    if sinks is not None:
+        for h in range(n_heads): sink2[h] = sinks[h] * _LOG2E
     bt = _BT if n > 1 else 1; n_tb = (n + bt - 1) // bt
     seg0 = _first_key(pos0, window) // SEG; n_seg = (L - 1) // SEG + 1 - seg0    # the segments any query sees
     folds = _spanning_rows(pos0, n, window)          # rows whose keys span segments: folded at the end
@@ -541,12 +555,12 @@ def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softca
                     for x in range(hd): O[r, x] = 0
                 _task_tiles(Q, k_cache[layer, kv], v_cache[layer, kv], c0, c1, pos0, t0, group, window,
                             np.float32(softcap) * _LOG2E, S, O, m, l, Kf, Vf)
-                _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o)
+                _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o, sink2)
     if folds:
         for th in prange(n * n_heads):
             t, h = th // n_heads, th % n_heads
             s0, s1 = _segments(pos0 + t, window)
-            if s0 != s1: _fold_segments(part_m, part_l, part_o, s0 - seg0, s1 - seg0, t, h, out[t, h])
+            if s0 != s1: _fold_segments(part_m, part_l, part_o, s0 - seg0, s1 - seg0, t, h, out[t, h], sink2)
 
 # %% ../nbs/2_14_attention_kernels.ipynb #7a857759
 @njit(fastmath=FAST, inline="always")

@@ -452,12 +452,14 @@ def _iq4_xs(context, builder, tys, args):
     return _scaled_add(builder, acc, builder.fmul(_f16(builder, pw, 0), dx), total)
 
 # %% ../nbs/2_13_int8.ipynb #fb41fd78
-def _e8m0_half(builder, pw):
-    "2^(e - 128) as a float32 from the block's first byte e, bit for bit as chapter 03's `e8m0_half` (and ggml)."
-    e = builder.zext(_at(builder, pw, 0, _I8), _I32)
-    c = lambda v: ir.Constant(_I32, v)
+def _e8m0_half(builder, pw, at=0, lanes=1):
+    """2^(e - 128) as a float32 from the byte e at `at` (or from each of 8 bytes there, `lanes` 8), bit for bit as
+    chapter 03's `e8m0_half` (and ggml)."""
+    i8, i32, f32 = (_I8, _I32, ir.FloatType()) if lanes == 1 else (_V8I8, _V8I32, _V8F32)
+    e = builder.zext(_at(builder, pw, at, i8), i32)
+    c = lambda v: ir.Constant(i32, v if lanes == 1 else [v] * 8)
     bits = builder.select(builder.icmp_unsigned("<", e, c(2)), builder.shl(c(0x00200000), e), builder.shl(builder.sub(e, c(1)), c(23)))
-    return builder.bitcast(bits, ir.FloatType())
+    return builder.bitcast(bits, f32)
 
 @block_dot_codegen("MXFP4")
 def _mxfp4(context, builder, tys, args):
@@ -1088,14 +1090,14 @@ def _gemm_q6_k_x8(wp, n_rows, X, out, col0): _gemm_x8(_Q6_K, wp, n_rows, X, out,
 INTERLEAVED[GGMLType.Q6_K] = (_repack_q6_k_x8, _matvec_q6_k_x8, _gemm_q6_k_x8, _X6_BYTES)
 
 # %% ../nbs/2_13_int8.ipynb #052db178
-_X40_BYTES, _X50_BYTES, _X80_BYTES = 160, 192, 288   # one group: 8 rows x one block of 32 weights and 8 float32 scales
-_X41_BYTES = 192                                   # Q4_1: and its 8 minimums, float32 too, at byte 128
+_X40_BYTES, _X50_BYTES, _X80_BYTES = 144, 176, 272   # one group: 8 rows x one block of 32 weights, and the 8 f16 scales last
+_X41_BYTES = 160                                   # Q4_1: and its 8 minimums, f16 too, at byte 128
+_XMX_BYTES = 136                                   # MXFP4: its 8 scales are the file's E8M0 bytes
 _X0_GROUP = _per_type({GGMLType.Q4_0: _X40_BYTES, GGMLType.Q4_1: _X41_BYTES, GGMLType.Q5_0: _X50_BYTES,
-                       GGMLType.Q8_0: _X80_BYTES, GGMLType.MXFP4: _X40_BYTES, GGMLType.IQ4_NL: _X40_BYTES})
+                       GGMLType.Q8_0: _X80_BYTES, GGMLType.MXFP4: _XMX_BYTES, GGMLType.IQ4_NL: _X40_BYTES})
 _X0_OFFSET = _per_type({GGMLType.Q4_0: 8, GGMLType.Q5_0: 16, GGMLType.MXFP4: 12})   # a level l means (l - offset) * d (Q8_0's, IQ4_NL's are signed)
 _X0_LEVELS_AT = _per_type({GGMLType.Q4_0: 2, GGMLType.Q4_1: 4, GGMLType.Q5_0: 6, GGMLType.Q8_0: 2,
                            GGMLType.MXFP4: 1, GGMLType.IQ4_NL: 2})                # where a block's levels start in the file
-_E8M0_HALF = e8m0_half(np.arange(256, dtype=np.uint8))[:, 0].copy()      # MXFP4's scale byte -> its float32 (chapter 03)
 
 @njit(cache=True, parallel=True)
 def _repack_x0(kind, w, rows_at, n_cols, out):
@@ -1103,14 +1105,14 @@ def _repack_x0(kind, w, rows_at, n_cols, out):
     size, group, at = _BLOCK_BYTES[kind], _X0_GROUP[kind], _X0_LEVELS_AT[kind]
     words = 8 if kind == _Q8_0 else 4                 # 4-byte words of levels a row has per block: Q8_0's bytes, or nibbles
     nb, n_groups = n_cols // 32, rows_at.size // 8
-    d = out.view(np.float32)
     for g in prange(n_groups):
         for b in range(nb):
             o = (g * nb + b) * group
             for r in range(8):
                 src = rows_at[8 * g + r] + size * b
-                d[(o + group - 32) // 4 + r] = _E8M0_HALF[w[src]] if kind == _MXFP4 else _f16_at(w, src)
-                if kind == _Q4_1: d[(o + 128) // 4 + r] = _f16_at(w, src + 2)     # Q4_1's minimum m
+                if kind == _MXFP4: out[o + group - 8 + r] = w[src]              # the scale's byte, as it is
+                else: out[o + group - 16 + 2 * r:o + group - 14 + 2 * r] = w[src:src + 2]   # the f16 scale's two bytes
+                if kind == _Q4_1: out[o + 128 + 2 * r:o + 130 + 2 * r] = w[src + 2:src + 4]   # Q4_1's minimum m
                 for h in range(words): _store_u32(out, o + 32 * h + 4 * r, _load_u32(w, src + at + 4 * h))
                 if kind == _Q5_0:                              # Q5_0: bits 16 half + 4h .. +3 of qh: row r's 4 bits of word (h, half)
                     qh = _load_u32(w, src + 2)
@@ -1187,12 +1189,13 @@ def _x0_x8_code(kind, builder, pw, tokens):
         if off:
             xsum = builder.mul(builder.sext(_at(builder, ps, 0, _I16), _I32), ir.Constant(_I32, off))
             total = builder.sub(total, _splat(builder, xsum, _V8I32))             # the levels' offset: off x sum(x)
-        d = builder.fmul(_at(builder, pw, group - 32, _V8F32), _splat(builder, dx, _V8F32))
+        d = builder.fmul(_e8m0_half(builder, pw, group - 8, lanes=8) if kind == _MXFP4 else
+                         builder.fpext(_at(builder, pw, group - 16, _V8F16), _V8F32), _splat(builder, dx, _V8F32))
         acc = _x86(builder, "llvm.fma.v8f32", _V8F32, builder.sitofp(total, _V8F32), d, acc)
         if kind == _Q4_1:
             xsum = builder.fmul(builder.sitofp(_at(builder, ps, 0, _I16), _F32), dx)     # Q4_1: + m * sum(x), the sum
             xsum = builder.fpext(builder.fptrunc(xsum, ir.HalfType()), _F32)          # kept as an f16 (as in place)
-            acc = _x86(builder, "llvm.fma.v8f32", _V8F32, _at(builder, pw, 128, _V8F32), _splat(builder, xsum, _V8F32), acc)
+            acc = _x86(builder, "llvm.fma.v8f32", _V8F32, builder.fpext(_at(builder, pw, 128, _V8F16), _V8F32), _splat(builder, xsum, _V8F32), acc)
         out.append(acc)
     return out
 
@@ -1230,7 +1233,7 @@ INTERLEAVED[GGMLType.Q4_0] = (_repack_q4_0_x8, _matvec_q4_0_x8, _gemm_q4_0_x8, _
 INTERLEAVED[GGMLType.Q4_1] = (_repack_q4_1_x8, _matvec_q4_1_x8, _gemm_q4_1_x8, _X41_BYTES)
 INTERLEAVED[GGMLType.Q5_0] = (_repack_q5_0_x8, _matvec_q5_0_x8, _gemm_q5_0_x8, _X50_BYTES)
 INTERLEAVED[GGMLType.Q8_0] = (_repack_q8_0_x8, _matvec_q8_0_x8, _gemm_q8_0_x8, _X80_BYTES)
-INTERLEAVED[GGMLType.MXFP4] = (_repack_mxfp4_x8, _matvec_mxfp4_x8, _gemm_mxfp4_x8, _X40_BYTES)
+INTERLEAVED[GGMLType.MXFP4] = (_repack_mxfp4_x8, _matvec_mxfp4_x8, _gemm_mxfp4_x8, _XMX_BYTES)
 INTERLEAVED[GGMLType.IQ4_NL] = (_repack_iq4_nl_x8, _matvec_iq4_nl_x8, _gemm_iq4_nl_x8, _X40_BYTES)
 
 # %% ../nbs/2_13_int8.ipynb #b50b9997

@@ -97,26 +97,26 @@ def test_gptoss_plan_matches_the_numpy_block(gptoss_file, kernels):
     tol = 1e-5 if kernels == "float" else 3e-2     # float32 rounding; 8-bit activations (the integer MXFP4 kernel, as llama.cpp)
     assert np.abs(got - want).max() / scale < tol and np.array_equal(one[0], got[4])
 
-def test_sink_scale_kernel_matches_numpy():
-    "Plain attention then `scale_by_sinks` equals chapter 05's attention with sinks, windowed, with GQA, on an f32 and an f16 cache."
-    from llmbook import attention_kernels as A, engine
+def test_tiled_attention_with_sinks_matches_numpy():
+    """Chapter 14's tiled attention with sinks equals chapter 05's attention with sinks, windowed, with GQA, on an f32
+    and an f16 cache, for queries whose keys lie in one segment and for queries whose keys span segments (the fold);
+    a sink far above every score takes all the weight without overflowing."""
+    from llmbook import attention_kernels as A
     from llmbook.attention import attention
     rng = np.random.default_rng(7)
-    n, H, kv, hd, pos0 = 5, 4, 2, 16, 7
-    q = rng.standard_normal((n, H, hd)).astype(np.float32)
-    k, v = rng.standard_normal((2, kv, pos0 + n, hd)).astype(np.float32)
-    sinks = rng.standard_normal(H).astype(np.float32) * 2
-    for window in (0, 6):
-        want = attention(q, k, v, np.arange(pos0, pos0 + n), hd**-0.5, window or None, sinks=sinks)
+    n, H, kv, hd = 3, 4, 2, 16
+    for pos0, window, sink_scale in ((7, 0, 2), (7, 6, 2), (A.SEG + 40, 0, 2), (A.SEG + 40, 100, 2), (7, 0, 200)):
+        q = rng.standard_normal((n, H, hd)).astype(np.float32)
+        k, v = rng.standard_normal((2, kv, pos0 + n, hd)).astype(np.float32)
+        sinks = rng.standard_normal(H).astype(np.float32) * sink_scale
         for dtype in (np.float32, np.float16):
             K = k[None].astype(dtype); V = v[None].astype(dtype)
             Kb, Vb = (K, V) if dtype == np.float32 else (K.view(np.uint16), V.view(np.uint16))
             out = np.empty_like(q)
-            A.tiled_attention(q, Kb, Vb, 0, pos0, hd**-0.5, window, out)
-            engine.scale_by_sinks(q, Kb, 0, pos0, hd**-0.5, window, sinks, out)
-            ref = want if dtype == np.float32 else attention(q, K[0].astype(np.float32), V[0].astype(np.float32),
-                                                             np.arange(pos0, pos0 + n), hd**-0.5, window or None, sinks=sinks)
-            assert np.abs(out - ref).max() < 1e-5, (window, dtype)    # float32 sums in two orders
+            A.tiled_attention(q, Kb, Vb, 0, pos0, hd**-0.5, window, out, 0.0, sinks)
+            ref = attention(q, K[0].astype(np.float32), V[0].astype(np.float32), np.arange(pos0, pos0 + n), hd**-0.5,
+                            window or None, sinks=sinks)
+            assert np.isfinite(out).all() and np.abs(out - ref).max() < 1e-5, (pos0, window, dtype)   # float32 sums in two orders
 
 def test_mxfp4_quantize_round_trips():
     "quantize_mxfp4: ggml's block layout (17 bytes per 32), dequantized values its own rounding, zeros kept."

@@ -8,7 +8,7 @@ from llmbook.packed import random_qtensor
 from llmbook.quants import dequantize
 from llmbook.int8 import (BlockMatrix, InterleavedMatrix, block_matrix, kernel_set, _repack_q4_k_x8, _X8_BYTES,
                           _repack_q6_k_x8, _X6_BYTES, _repack_q4_0_x8, _repack_q5_0_x8, _repack_q8_0_x8, _repack_mxfp4_x8,
-                          _X40_BYTES, _X41_BYTES, _X50_BYTES, _X80_BYTES, _XS_BYTES, _repack_q4_1_x8)
+                          _X40_BYTES, _X41_BYTES, _X50_BYTES, _X80_BYTES, _XMX_BYTES, _XS_BYTES, _repack_q4_1_x8)
 
 pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="this CPU has no AVX2: the integer kernels cannot run here")
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(kernel_set() != "avx2", reason="this CPU has no 
 @pytest.mark.parametrize("rows,cols,n_tok", [(8, 256, 1), (24, 512, 3), (96, 1024, 9), (64, 2048, 64), (16, 640, 5)])
 def test_interleaved_equals_in_place(kind, rows, cols, n_tok):
     block, group = {"Q4_K": (256, _X8_BYTES), "Q6_K": (256, _X6_BYTES), "Q4_0": (32, _X40_BYTES), "Q4_1": (32, _X41_BYTES), "Q5_0": (32, _X50_BYTES),
-                    "Q8_0": (32, _X80_BYTES), "MXFP4": (32, _X40_BYTES), "IQ4_NL": (32, _X40_BYTES), "IQ4_XS": (256, _XS_BYTES)}[kind]
+                    "Q8_0": (32, _X80_BYTES), "MXFP4": (32, _XMX_BYTES), "IQ4_NL": (32, _X40_BYTES), "IQ4_XS": (256, _XS_BYTES)}[kind]
     if cols % block: pytest.skip(f"{kind} rows are whole blocks of {block}")
     qt = random_qtensor(kind, (rows, cols), rows + cols)
     inter, inplace = block_matrix(qt), BlockMatrix(qt)
@@ -80,22 +80,22 @@ def test_q6_k_repack_layout_of_one_group():
 @pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4"])
 def test_x0_repack_layout_of_one_group(kind):
     """Byte by byte against chapter 13's table: the file's level bytes, 4 per row per vector (nibbles: 4 vectors, Q8_0's
-    bytes: 8); d as float32 (MXFP4: 2^(e-128)); Q4_1's m at 128; Q5_0's fifth bits regrouped."""
+    bytes: 8); the 8 scales last, the file's own bytes (f16; MXFP4's E8M0 byte); Q4_1's m at 128; Q5_0's fifth bits regrouped."""
     size, at, words, repack, group = {"Q4_0": (18, 2, 4, _repack_q4_0_x8, _X40_BYTES), "Q4_1": (20, 4, 4, _repack_q4_1_x8, _X41_BYTES),
                                       "Q5_0": (22, 6, 4, _repack_q5_0_x8, _X50_BYTES), "Q8_0": (34, 2, 8, _repack_q8_0_x8, _X80_BYTES),
-                                      "MXFP4": (17, 1, 4, _repack_mxfp4_x8, _X40_BYTES)}[kind]
+                                      "MXFP4": (17, 1, 4, _repack_mxfp4_x8, _XMX_BYTES)}[kind]
     qt = random_qtensor(kind, (8, 64), 11)
     raw = np.asarray(qt.data).reshape(8, 2, size)
     p, again = np.zeros(2 * group, np.uint8), np.full(2 * group, 255, np.uint8)
     for out in (p, again): repack(np.asarray(qt.data), np.arange(8, dtype=np.int64) * 2 * size, 64, out)
     np.testing.assert_array_equal(p, again)                  # every byte of `out` written, whatever it held
-    f16 = lambda o: raw[:, b, o:o + 2].copy().view(np.float16)[:, 0].astype(np.float32)
+    f16 = lambda o: raw[:, b, o:o + 2].copy().view(np.float16)[:, 0]
     for b in range(2):
         g = p[group * b:group * (b + 1)]
         assert g[:32 * words].reshape(words, 8, 4).transpose(1, 0, 2).tobytes() == raw[:, b, at:at + 4 * words].tobytes()
-        want = np.ldexp(np.float32(1), raw[:, b, 0].astype(np.int32) - 128).astype(np.float32) if kind == "MXFP4" else f16(0)
-        np.testing.assert_array_equal(g[group - 32:].view(np.float32), want)
-        if kind == "Q4_1": np.testing.assert_array_equal(g[128:160].view(np.float32), f16(2))
+        if kind == "MXFP4": np.testing.assert_array_equal(g[group - 8:], raw[:, b, 0])
+        else: np.testing.assert_array_equal(g[group - 16:].view(np.float16), f16(0))
+        if kind == "Q4_1": np.testing.assert_array_equal(g[128:144].view(np.float16), f16(2))
         if kind == "Q5_0":
             qh = raw[:, b, 2:6].copy().view(np.uint32)[:, 0].astype(np.int64)
             fifth = g[128:160].view(np.uint32).astype(np.int64)            # word 2h + half
@@ -103,17 +103,20 @@ def test_x0_repack_layout_of_one_group(kind):
                 h, half = v // 2, v % 2
                 assert fifth[v] == sum(((qh[r] >> (16 * half + 4 * h)) & 15) << (4 * r) for r in range(8)), (b, v)
 
-def test_mxfp4_in_place_scales_at_the_extremes():
-    "The in-place MXFP4 block dot builds 2^(e-128) from bits: e = 0 and 1 (subnormals), 2, 127 and 200 against chapter 03's dequantizer."
-    qt = random_qtensor("MXFP4", (5, 64), 3)
-    raw = np.asarray(qt.data).reshape(5, 2, 17).copy()
-    raw[:, 0, 0], raw[:, 1, 0] = [0, 1, 2, 127, 200], 127         # one extreme block per row, its partner ordinary
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_mxfp4_scales_at_the_extremes(interleaved):
+    """Both MXFP4 kernels build 2^(e-128) from the scale's bits (in place: one block's; interleaved: 8 rows' at once):
+    e = 0 and 1 (subnormals), 2, 3, 126, 127, 200 and 230 against chapter 03's dequantizer."""
+    qt = random_qtensor("MXFP4", (8, 64), 3)
+    raw = np.asarray(qt.data).reshape(8, 2, 17).copy()
+    raw[:, 0, 0], raw[:, 1, 0] = [0, 1, 2, 127, 200, 230, 3, 126], 127     # one extreme block per row, its partner ordinary
     from llmbook.tensors import QTensor
-    q = QTensor(raw.reshape(-1), GGMLType.MXFP4, (5, 64))
-    W = dequantize(q).reshape(5, 64).astype(np.float64)
+    q = QTensor(raw.reshape(-1), GGMLType.MXFP4, (8, 64))
+    W = dequantize(q).reshape(8, 64).astype(np.float64)
     x = np.zeros(64, np.float32); x[:32] = np.random.default_rng(1).standard_normal(32)   # only the extreme blocks count
-    got = BlockMatrix(q).matvec(x)
-    ref = W @ x.astype(np.float64)
+    m = block_matrix(q) if interleaved else BlockMatrix(q)
+    assert isinstance(m, InterleavedMatrix) == interleaved
+    got, ref = m.matvec(x), W @ x.astype(np.float64)
     scale = np.abs(W[:, :32]).sum(-1) * np.abs(x).max()          # the largest the dot could be: 8-bit x is 1/127 of it
     assert (np.abs(got - ref) <= scale / 100).all(), (got, ref)
 
