@@ -172,7 +172,8 @@ def _vector_registers() -> int:
 _REGISTERS = _vector_registers()
 
 # %% ../nbs/2_13_floats.ipynb #386ab454
-_KC = 512           # positions of k widened at a time: six rows' chunk (12 KB of float32) stays in L1
+_WIDEN_IN_TILE = LANES == 16   # AVX-512: weights widened as the tile loads them; AVX2: once into T, chunk by chunk
+_KC = 512                      # positions of k widened into T at a time: six rows' chunk (12 KB of float32) stays in L1
 
 @njit(inline="always")
 def _widen_rows(kind, w, o, n, T):
@@ -181,11 +182,13 @@ def _widen_rows(kind, w, o, n, T):
     for j in range(6):
         for k in range(0, n, LANES): _store(_widen_lanes(kind, w, o[j] + size * k), T, j * n + k)
 
+# %% ../nbs/2_13_floats.ipynb #a56f2724
 @njit(inline="always")
-def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain):
-    """The 24 dot products of the six widened rows in T (a chunk of kc positions from k0) with tokens t0..t3 of X,
-    over the steps of k of `chain` (every `_CHAINS`-th vector, from the `chain`-th), continued from the sums waiting
-    in A[at:] and put back there: `(token, row)` sums, 24 vectors."""
+def _six_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain):
+    """The 24 dot products of six rows (`kind` weights at byte offsets `o` of `src`, kc positions) with tokens
+    t0..t3 of X from position k0, over the steps of k of `chain` (every `_CHAINS`-th vector, from the `chain`-th),
+    continued from the sums waiting in A[at:] and put back there: `(token, row)` sums, 24 vectors."""
+    size = _weight_bytes(kind)
     a00 = _load(A, at); a01 = _load(A, at + LANES); a02 = _load(A, at + 2 * LANES)
     a03 = _load(A, at + 3 * LANES); a04 = _load(A, at + 4 * LANES); a05 = _load(A, at + 5 * LANES)
     a10 = _load(A, at + 6 * LANES); a11 = _load(A, at + 7 * LANES); a12 = _load(A, at + 8 * LANES)
@@ -195,8 +198,9 @@ def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain):
     a30 = _load(A, at + 18 * LANES); a31 = _load(A, at + 19 * LANES); a32 = _load(A, at + 20 * LANES)
     a33 = _load(A, at + 21 * LANES); a34 = _load(A, at + 22 * LANES); a35 = _load(A, at + 23 * LANES)
     for k in range(chain * LANES, kc, _CHAINS * LANES):     # this chain's steps of k
-        w0 = _load(T, k); w1 = _load(T, kc + k); w2 = _load(T, 2 * kc + k)
-        w3 = _load(T, 3 * kc + k); w4 = _load(T, 4 * kc + k); w5 = _load(T, 5 * kc + k)
+        c = size * k
+        w0 = _widen_lanes(kind, src, o[0] + c); w1 = _widen_lanes(kind, src, o[1] + c); w2 = _widen_lanes(kind, src, o[2] + c)
+        w3 = _widen_lanes(kind, src, o[3] + c); w4 = _widen_lanes(kind, src, o[4] + c); w5 = _widen_lanes(kind, src, o[5] + c)
         x = _load(X[t0], k0 + k)
         a00 = _fma(w0, x, a00); a01 = _fma(w1, x, a01); a02 = _fma(w2, x, a02)
         a03 = _fma(w3, x, a03); a04 = _fma(w4, x, a04); a05 = _fma(w5, x, a05)
@@ -219,16 +223,18 @@ def _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain):
     _store(a33, A, at + 21 * LANES); _store(a34, A, at + 22 * LANES); _store(a35, A, at + 23 * LANES)
 
 @njit(inline="always")
-def _three_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain, j0):
-    """`_six_by_four` for 16 registers: the 12 dot products of rows j0..j0+2 of the six in T, each sum at the same
+def _three_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain, j0):
+    """`_six_by_four` for 16 registers: the 12 dot products of rows j0..j0+2 of the six, each sum at the same
     place in A as there."""
-    b = at + j0 * LANES
+    size, b = _weight_bytes(kind), at + j0 * LANES
+    p0, p1, p2 = o[j0], o[j0 + 1], o[j0 + 2]
     a00 = _load(A, b); a01 = _load(A, b + LANES); a02 = _load(A, b + 2 * LANES)
     a10 = _load(A, b + 6 * LANES); a11 = _load(A, b + 7 * LANES); a12 = _load(A, b + 8 * LANES)
     a20 = _load(A, b + 12 * LANES); a21 = _load(A, b + 13 * LANES); a22 = _load(A, b + 14 * LANES)
     a30 = _load(A, b + 18 * LANES); a31 = _load(A, b + 19 * LANES); a32 = _load(A, b + 20 * LANES)
     for k in range(chain * LANES, kc, _CHAINS * LANES):
-        w0 = _load(T, j0 * kc + k); w1 = _load(T, (j0 + 1) * kc + k); w2 = _load(T, (j0 + 2) * kc + k)
+        c = size * k
+        w0 = _widen_lanes(kind, src, p0 + c); w1 = _widen_lanes(kind, src, p1 + c); w2 = _widen_lanes(kind, src, p2 + c)
         x = _load(X[t0], k0 + k); a00 = _fma(w0, x, a00); a01 = _fma(w1, x, a01); a02 = _fma(w2, x, a02)
         x = _load(X[t1], k0 + k); a10 = _fma(w0, x, a10); a11 = _fma(w1, x, a11); a12 = _fma(w2, x, a12)
         x = _load(X[t2], k0 + k); a20 = _fma(w0, x, a20); a21 = _fma(w1, x, a21); a22 = _fma(w2, x, a22)
@@ -238,7 +244,19 @@ def _three_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain, j0):
     _store(a20, A, b + 12 * LANES); _store(a21, A, b + 13 * LANES); _store(a22, A, b + 14 * LANES)
     _store(a30, A, b + 18 * LANES); _store(a31, A, b + 19 * LANES); _store(a32, A, b + 20 * LANES)
 
-# %% ../nbs/2_13_floats.ipynb #a56f2724
+# %% ../nbs/2_13_floats.ipynb #7d99ad8d
+@njit(inline="always")
+def _blocks(kind, src, o, X, k0, kc, A, n_blocks, lt):
+    "Every block of four tokens (the last repeated past the end) over the six rows' stretch: the tiles this machine's registers hold."
+    for b in range(n_blocks):
+        t0, t1, t2, t3 = 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt)
+        for chain in range(_CHAINS):
+            at = 24 * LANES * (_CHAINS * b + chain)
+            if _REGISTERS == 32: _six_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain)
+            else:                               # two tiles of three rows: every sum in a register
+                _three_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain, 0)
+                _three_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain, 3)
+
 @njit(inline="always")
 def _chain_sums(A, at):
     "A (token, row)'s sum from its chains' vectors in A (the first at `at`, the next 24 vectors on): as the one-token kernel adds them."
@@ -251,27 +269,23 @@ def _gemm_float(kind, w, rows_at, X, out, col0):
     numba.literally(kind)
     size = _weight_bytes(kind)
     n = X.shape[1]; last = rows_at.size - 1; lt = X.shape[0] - 1
+    stretch = n if _WIDEN_IN_TILE else min(_KC, n)          # positions of k per pass of the blocks over the rows
     n_blocks = (lt + 4) // 4                                # blocks of 4 tokens
     n_groups = (last + 6) // 6; n_tasks = min(n_groups, 64) # groups of 6 rows
     for c in prange(n_tasks):
-        T = np.empty(6 * min(_KC, n), np.float32)
-        A = np.empty(n_blocks * _CHAINS * 24 * LANES, np.float32)   # each block's 24 vectors of sums per chain, between chunks
+        T = np.empty(0 if _WIDEN_IN_TILE else 6 * stretch, np.float32)
+        A = np.empty(n_blocks * _CHAINS * 24 * LANES, np.float32)   # each block's 24 vectors of sums per chain, between stretches
         for g in range(c * n_groups // n_tasks, (c + 1) * n_groups // n_tasks):
             r = (6 * g, min(6 * g + 1, last), min(6 * g + 2, last), min(6 * g + 3, last), min(6 * g + 4, last), min(6 * g + 5, last))
-            o = (rows_at[r[0]], rows_at[r[1]], rows_at[r[2]], rows_at[r[3]], rows_at[r[4]], rows_at[r[5]])
             A[:] = 0
-            for k0 in range(0, n, _KC):
-                kc = min(_KC, n - k0)
-                _widen_rows(kind, w, (o[0] + size * k0, o[1] + size * k0, o[2] + size * k0, o[3] + size * k0,
-                                      o[4] + size * k0, o[5] + size * k0), kc, T)
-                for b in range(n_blocks):
-                    t0, t1, t2, t3 = 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt)
-                    for chain in range(_CHAINS):
-                        at = 24 * LANES * (_CHAINS * b + chain)
-                        if _REGISTERS == 32: _six_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain)
-                        else:                               # two tiles of three rows: every sum in a register
-                            _three_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain, 0)
-                            _three_by_four(T, X, t0, t1, t2, t3, k0, kc, A, at, chain, 3)
+            for k0 in range(0, n, stretch):
+                kc = min(stretch, n - k0)
+                o = (rows_at[r[0]] + size * k0, rows_at[r[1]] + size * k0, rows_at[r[2]] + size * k0,
+                     rows_at[r[3]] + size * k0, rows_at[r[4]] + size * k0, rows_at[r[5]] + size * k0)
+                if _WIDEN_IN_TILE: _blocks(kind, w, o, X, k0, kc, A, n_blocks, lt)
+                else:
+                    _widen_rows(kind, w, o, kc, T)
+                    _blocks("f32", T.view(np.uint8), (0, 4 * kc, 8 * kc, 12 * kc, 16 * kc, 20 * kc), X, k0, kc, A, n_blocks, lt)
             for b in range(n_blocks):
                 t = (4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt))
                 for i in range(3, -1, -1):            # reversed: a repeated token or row keeps slot 0's value

@@ -101,17 +101,23 @@ def _avx2_only_features() -> str:
                     else f for f in get_host_cpu_features().split(","))
 
 
-def test_sixteen_registers(tmp_path):
-    """The code a CPU with AVX2 and no AVX-512 runs (16 vector registers: tiles of three rows, two chains), made here
-    by NUMBA_CPU_FEATURES in a fresh process and cache: a token's row of the batch is still the one-token product."""
+@pytest.mark.parametrize("registers", [16, 32])
+def test_avx2_code(tmp_path, registers):
+    """The code of AVX2's 8 lanes (two chains, rows widened into T chunk by chunk), made in a fresh process and cache
+    by NUMBA_CPU_NAME=haswell: with 32 registers (an AVX-512 host's features: tiles of six rows) and with 16 (as a CPU
+    without AVX-512 has, NUMBA_CPU_FEATURES too: tiles of three rows). A token's row of the batch is still the
+    one-token product."""
     import os, subprocess, sys
-    if "avx2" not in __import__("llmbook.int8", fromlist=["host_features"]).host_features(): pytest.skip("no AVX2 here")
-    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=_avx2_only_features(), NUMBA_CACHE_DIR=str(tmp_path))
-    code = """
+    features = __import__("llmbook.int8", fromlist=["host_features"]).host_features()
+    if "avx2" not in features: pytest.skip("no AVX2 here")
+    if registers == 32 and "avx512f" not in features: pytest.skip("32 registers need AVX-512")
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CACHE_DIR=str(tmp_path))
+    if registers == 16: env["NUMBA_CPU_FEATURES"] = _avx2_only_features()
+    code = f"""
 import numpy as np
-from llmbook.floats import FloatMatrix, _REGISTERS, LANES, _CHAINS, _KC, _WIDE
+from llmbook.floats import FloatMatrix, _REGISTERS, LANES, _CHAINS, _KC, _WIDE, _WIDEN_IN_TILE
 from llmbook.tensors import QTensor
-assert (_REGISTERS, LANES, _CHAINS) == (16, 8, 2), (_REGISTERS, LANES, _CHAINS)
+assert (_REGISTERS, LANES, _CHAINS, _WIDEN_IN_TILE) == ({registers}, 8, 2, False), (_REGISTERS, LANES, _CHAINS, _WIDEN_IN_TILE)
 rng = np.random.default_rng(3)
 n = LANES * (2 * (_KC // LANES) + 3)                    # two chunks of k and an odd number of vectors
 for n in (n, _WIDE + 3 * LANES):                        # and rows wide enough to go four at a time
