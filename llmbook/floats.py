@@ -106,6 +106,12 @@ def _vsum(typingctx, acc):
 
 # %% ../nbs/2_13_floats.ipynb #93a1430f
 _CHAINS = 1 if LANES == 16 else 2            # vectors of sums per row: AVX2's shorter vectors need two to keep up
+_RUN = 16 * LANES                            # AVX2: positions a chain takes before the other takes as many
+
+@njit(inline="always")
+def _runs(n, k0):
+    "In the pair of runs from position k0 of a row of n: how far chain a's run and chain b's run go (b's may be empty)."
+    return min(_RUN, n - k0), min(_RUN, max(0, n - k0 - _RUN))
 
 @njit(inline="always")
 def _weight_bytes(kind):
@@ -120,20 +126,22 @@ def _four_row_sums(kind, w, o0, o1, o2, o3, x):
     "The sums of four rows at once, each exactly as the one-row loop sums it: one load of each activation vector for all four."
     size, n = _weight_bytes(kind), x.size
     a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = _vzero()
-    step = _CHAINS * LANES
-    for k in range(0, n - (_CHAINS - 1) * LANES, step):
-        v, c = _load(x, k), size * k
-        a0 = _fma(_widen_lanes(kind, w, o0 + c), v, a0); a1 = _fma(_widen_lanes(kind, w, o1 + c), v, a1)
-        a2 = _fma(_widen_lanes(kind, w, o2 + c), v, a2); a3 = _fma(_widen_lanes(kind, w, o3 + c), v, a3)
-        if _CHAINS == 2:
-            v, c = _load(x, k + LANES), size * (k + LANES)
+    if _CHAINS == 1:
+        for k in range(0, n, LANES):
+            v, c = _load(x, k), size * k
+            a0 = _fma(_widen_lanes(kind, w, o0 + c), v, a0); a1 = _fma(_widen_lanes(kind, w, o1 + c), v, a1)
+            a2 = _fma(_widen_lanes(kind, w, o2 + c), v, a2); a3 = _fma(_widen_lanes(kind, w, o3 + c), v, a3)
+        return _vsum(a0), _vsum(a1), _vsum(a2), _vsum(a3)
+    for k0 in range(0, n, 2 * _RUN):
+        ea, eb = _runs(n, k0)
+        for k in range(k0, k0 + ea, LANES):
+            v, c = _load(x, k), size * k
+            a0 = _fma(_widen_lanes(kind, w, o0 + c), v, a0); a1 = _fma(_widen_lanes(kind, w, o1 + c), v, a1)
+            a2 = _fma(_widen_lanes(kind, w, o2 + c), v, a2); a3 = _fma(_widen_lanes(kind, w, o3 + c), v, a3)
+        for k in range(k0 + _RUN, k0 + _RUN + eb, LANES):
+            v, c = _load(x, k), size * k
             b0 = _fma(_widen_lanes(kind, w, o0 + c), v, b0); b1 = _fma(_widen_lanes(kind, w, o1 + c), v, b1)
             b2 = _fma(_widen_lanes(kind, w, o2 + c), v, b2); b3 = _fma(_widen_lanes(kind, w, o3 + c), v, b3)
-    if _CHAINS == 1: return _vsum(a0), _vsum(a1), _vsum(a2), _vsum(a3)
-    if n // LANES % 2:
-        v, c = _load(x, n - LANES), size * (n - LANES)
-        a0 = _fma(_widen_lanes(kind, w, o0 + c), v, a0); a1 = _fma(_widen_lanes(kind, w, o1 + c), v, a1)
-        a2 = _fma(_widen_lanes(kind, w, o2 + c), v, a2); a3 = _fma(_widen_lanes(kind, w, o3 + c), v, a3)
     return _vsum(a0) + _vsum(b0), _vsum(a1) + _vsum(b1), _vsum(a2) + _vsum(b2), _vsum(a3) + _vsum(b3)
 
 # %% ../nbs/2_13_floats.ipynb #093d52ec
@@ -148,12 +156,17 @@ def _matvec_float(kind, w, rows_at, x, out):
             if _CHAINS == 1:
                 for k in range(0, n, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
                 out[r] = _vsum(a)
-            else:                                 # the even steps of k into a, the odd into b
-                b = _vzero()
-                for k in range(0, n - LANES, 2 * LANES):
+            else:                                 # runs of k in turn into a and b
+                b, whole = _vzero(), n // (2 * _RUN) * (2 * _RUN)
+                for k0 in range(0, whole, 2 * _RUN):
+                    for k in range(k0, k0 + _RUN, LANES):
+                        a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
+                        b = _fma(_widen_lanes(kind, w, o + size * (k + _RUN)), _load(x, k + _RUN), b)
+                ea, eb = _runs(n, whole)          # the last, short pair of runs
+                for k in range(whole, whole + eb, LANES):
                     a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
-                    b = _fma(_widen_lanes(kind, w, o + size * (k + LANES)), _load(x, k + LANES), b)
-                if n // LANES % 2: a = _fma(_widen_lanes(kind, w, o + size * (n - LANES)), _load(x, n - LANES), a)
+                    b = _fma(_widen_lanes(kind, w, o + size * (k + _RUN)), _load(x, k + _RUN), b)
+                for k in range(whole + eb, whole + ea, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
                 out[r] = _vsum(a) + _vsum(b)
     else:                                         # wide rows: four at a time
         last = rows_at.size - 1
@@ -172,45 +185,27 @@ def _vector_registers() -> int:
 _REGISTERS = _vector_registers()
 
 # %% ../nbs/2_13_floats.ipynb #386ab454
-_WIDEN_IN_TILE = LANES == 16   # AVX-512: weights widened as the tile loads them; AVX2: once into T, chunk by chunk
-_KC = 512                      # positions of k widened into T at a time: six rows' chunk (12 KB of float32) stays in L1
-
 @njit(inline="always")
-def _widen_rows(kind, w, o, n, T):
-    "n weights from each of the six byte offsets `o` of `w` into the buffer T, one row after another, as float32."
+def _six_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, at):
+    """The 24 dot products of six rows (`kind` weights at byte offsets `o` of `w`) with tokens t0..t3 of X, over the
+    whole row in one chain, each weight vector widened as it is loaded: `(token, row)` sums, 24 vectors into A[at:]."""
     size = _weight_bytes(kind)
-    for j in range(6):
-        for k in range(0, n, LANES): _store(_widen_lanes(kind, w, o[j] + size * k), T, j * n + k)
-
-# %% ../nbs/2_13_floats.ipynb #a56f2724
-@njit(inline="always")
-def _six_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain):
-    """The 24 dot products of six rows (`kind` weights at byte offsets `o` of `src`, kc positions) with tokens
-    t0..t3 of X from position k0, over the steps of k of `chain` (every `_CHAINS`-th vector, from the `chain`-th),
-    continued from the sums waiting in A[at:] and put back there: `(token, row)` sums, 24 vectors."""
-    size = _weight_bytes(kind)
-    a00 = _load(A, at); a01 = _load(A, at + LANES); a02 = _load(A, at + 2 * LANES)
-    a03 = _load(A, at + 3 * LANES); a04 = _load(A, at + 4 * LANES); a05 = _load(A, at + 5 * LANES)
-    a10 = _load(A, at + 6 * LANES); a11 = _load(A, at + 7 * LANES); a12 = _load(A, at + 8 * LANES)
-    a13 = _load(A, at + 9 * LANES); a14 = _load(A, at + 10 * LANES); a15 = _load(A, at + 11 * LANES)
-    a20 = _load(A, at + 12 * LANES); a21 = _load(A, at + 13 * LANES); a22 = _load(A, at + 14 * LANES)
-    a23 = _load(A, at + 15 * LANES); a24 = _load(A, at + 16 * LANES); a25 = _load(A, at + 17 * LANES)
-    a30 = _load(A, at + 18 * LANES); a31 = _load(A, at + 19 * LANES); a32 = _load(A, at + 20 * LANES)
-    a33 = _load(A, at + 21 * LANES); a34 = _load(A, at + 22 * LANES); a35 = _load(A, at + 23 * LANES)
-    for k in range(chain * LANES, kc, _CHAINS * LANES):     # this chain's steps of k
+    a00 = a01 = a02 = a03 = a04 = a05 = a10 = a11 = a12 = a13 = a14 = a15 = _vzero()
+    a20 = a21 = a22 = a23 = a24 = a25 = a30 = a31 = a32 = a33 = a34 = a35 = _vzero()
+    for k in range(0, n, LANES):
         c = size * k
-        w0 = _widen_lanes(kind, src, o[0] + c); w1 = _widen_lanes(kind, src, o[1] + c); w2 = _widen_lanes(kind, src, o[2] + c)
-        w3 = _widen_lanes(kind, src, o[3] + c); w4 = _widen_lanes(kind, src, o[4] + c); w5 = _widen_lanes(kind, src, o[5] + c)
-        x = _load(X[t0], k0 + k)
+        w0 = _widen_lanes(kind, w, o[0] + c); w1 = _widen_lanes(kind, w, o[1] + c); w2 = _widen_lanes(kind, w, o[2] + c)
+        w3 = _widen_lanes(kind, w, o[3] + c); w4 = _widen_lanes(kind, w, o[4] + c); w5 = _widen_lanes(kind, w, o[5] + c)
+        x = _load(X[t0], k)
         a00 = _fma(w0, x, a00); a01 = _fma(w1, x, a01); a02 = _fma(w2, x, a02)
         a03 = _fma(w3, x, a03); a04 = _fma(w4, x, a04); a05 = _fma(w5, x, a05)
-        x = _load(X[t1], k0 + k)
+        x = _load(X[t1], k)
         a10 = _fma(w0, x, a10); a11 = _fma(w1, x, a11); a12 = _fma(w2, x, a12)
         a13 = _fma(w3, x, a13); a14 = _fma(w4, x, a14); a15 = _fma(w5, x, a15)
-        x = _load(X[t2], k0 + k)
+        x = _load(X[t2], k)
         a20 = _fma(w0, x, a20); a21 = _fma(w1, x, a21); a22 = _fma(w2, x, a22)
         a23 = _fma(w3, x, a23); a24 = _fma(w4, x, a24); a25 = _fma(w5, x, a25)
-        x = _load(X[t3], k0 + k)
+        x = _load(X[t3], k)
         a30 = _fma(w0, x, a30); a31 = _fma(w1, x, a31); a32 = _fma(w2, x, a32)
         a33 = _fma(w3, x, a33); a34 = _fma(w4, x, a34); a35 = _fma(w5, x, a35)
     _store(a00, A, at); _store(a01, A, at + LANES); _store(a02, A, at + 2 * LANES)
@@ -223,40 +218,48 @@ def _six_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain):
     _store(a33, A, at + 21 * LANES); _store(a34, A, at + 22 * LANES); _store(a35, A, at + 23 * LANES)
 
 @njit(inline="always")
-def _three_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain, j0):
-    """`_six_by_four` for 16 registers: the 12 dot products of rows j0..j0+2 of the six, each sum at the same
-    place in A as there."""
-    size, b = _weight_bytes(kind), at + j0 * LANES
-    p0, p1, p2 = o[j0], o[j0 + 1], o[j0 + 2]
-    a00 = _load(A, b); a01 = _load(A, b + LANES); a02 = _load(A, b + 2 * LANES)
-    a10 = _load(A, b + 6 * LANES); a11 = _load(A, b + 7 * LANES); a12 = _load(A, b + 8 * LANES)
-    a20 = _load(A, b + 12 * LANES); a21 = _load(A, b + 13 * LANES); a22 = _load(A, b + 14 * LANES)
-    a30 = _load(A, b + 18 * LANES); a31 = _load(A, b + 19 * LANES); a32 = _load(A, b + 20 * LANES)
-    for k in range(chain * LANES, kc, _CHAINS * LANES):
-        c = size * k
-        w0 = _widen_lanes(kind, src, p0 + c); w1 = _widen_lanes(kind, src, p1 + c); w2 = _widen_lanes(kind, src, p2 + c)
-        x = _load(X[t0], k0 + k); a00 = _fma(w0, x, a00); a01 = _fma(w1, x, a01); a02 = _fma(w2, x, a02)
-        x = _load(X[t1], k0 + k); a10 = _fma(w0, x, a10); a11 = _fma(w1, x, a11); a12 = _fma(w2, x, a12)
-        x = _load(X[t2], k0 + k); a20 = _fma(w0, x, a20); a21 = _fma(w1, x, a21); a22 = _fma(w2, x, a22)
-        x = _load(X[t3], k0 + k); a30 = _fma(w0, x, a30); a31 = _fma(w1, x, a31); a32 = _fma(w2, x, a32)
-    _store(a00, A, b); _store(a01, A, b + LANES); _store(a02, A, b + 2 * LANES)
-    _store(a10, A, b + 6 * LANES); _store(a11, A, b + 7 * LANES); _store(a12, A, b + 8 * LANES)
-    _store(a20, A, b + 12 * LANES); _store(a21, A, b + 13 * LANES); _store(a22, A, b + 14 * LANES)
-    _store(a30, A, b + 18 * LANES); _store(a31, A, b + 19 * LANES); _store(a32, A, b + 20 * LANES)
+def _three_steps(kind, w, p0, p1, p2, X, t0, t1, t2, t3, k, s):
+    "One step of three rows by four tokens at position k: the 12 sums `s` with the products added."
+    c = _weight_bytes(kind) * k
+    w0 = _widen_lanes(kind, w, p0 + c); w1 = _widen_lanes(kind, w, p1 + c); w2 = _widen_lanes(kind, w, p2 + c)
+    x0, x1, x2, x3 = _load(X[t0], k), _load(X[t1], k), _load(X[t2], k), _load(X[t3], k)
+    return (_fma(w0, x0, s[0]), _fma(w1, x0, s[1]), _fma(w2, x0, s[2]), _fma(w0, x1, s[3]), _fma(w1, x1, s[4]),
+            _fma(w2, x1, s[5]), _fma(w0, x2, s[6]), _fma(w1, x2, s[7]), _fma(w2, x2, s[8]), _fma(w0, x3, s[9]),
+            _fma(w1, x3, s[10]), _fma(w2, x3, s[11]))
 
-# %% ../nbs/2_13_floats.ipynb #7d99ad8d
 @njit(inline="always")
-def _blocks(kind, src, o, X, k0, kc, A, n_blocks, lt):
-    "Every block of four tokens (the last repeated past the end) over the six rows' stretch: the tiles this machine's registers hold."
-    for b in range(n_blocks):
-        t0, t1, t2, t3 = 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt)
-        for chain in range(_CHAINS):
-            at = 24 * LANES * (_CHAINS * b + chain)
-            if _REGISTERS == 32: _six_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain)
-            else:                               # two tiles of three rows: every sum in a register
-                _three_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain, 0)
-                _three_by_four(kind, src, o, X, t0, t1, t2, t3, k0, kc, A, at, chain, 3)
+def _store_three(s, A, b):
+    "The 12 sums of three rows by four tokens, at their places in A (token i, row j at b + (6 i + j) LANES)."
+    for i in range(4):
+        _store(s[3 * i], A, b + 6 * i * LANES); _store(s[3 * i + 1], A, b + (6 * i + 1) * LANES)
+        _store(s[3 * i + 2], A, b + (6 * i + 2) * LANES)
 
+@njit(inline="always")
+def _three_by_four_chains(kind, w, o, X, t0, t1, t2, t3, n, A, at, j0):
+    """Rows j0..j0+2 of the six by tokens t0..t3, both chains in one pass: each run's products into its chain's 12
+    sums, at their places in A (chain b's 24 vectors after chain a's)."""
+    z = _vzero()
+    sa = sb = (z, z, z, z, z, z, z, z, z, z, z, z)
+    p0, p1, p2 = o[j0], o[j0 + 1], o[j0 + 2]
+    for k0 in range(0, n, 2 * _RUN):
+        ea, eb = _runs(n, k0)
+        for k in range(k0, k0 + ea, LANES): sa = _three_steps(kind, w, p0, p1, p2, X, t0, t1, t2, t3, k, sa)
+        for k in range(k0 + _RUN, k0 + _RUN + eb, LANES): sb = _three_steps(kind, w, p0, p1, p2, X, t0, t1, t2, t3, k, sb)
+    _store_three(sa, A, at + j0 * LANES); _store_three(sb, A, at + (24 + j0) * LANES)
+
+@njit(inline="always")
+def _three_by_four_chain(kind, w, o, X, t0, t1, t2, t3, n, A, at, j0, chain):
+    "For 16 registers: rows j0..j0+2 by tokens t0..t3 over one chain's runs, 12 sums, at their places in A."
+    z = _vzero()
+    s = (z, z, z, z, z, z, z, z, z, z, z, z)
+    p0, p1, p2 = o[j0], o[j0 + 1], o[j0 + 2]
+    for k0 in range(0, n, 2 * _RUN):
+        ea, eb = _runs(n, k0)
+        for k in range(k0 + chain * _RUN, k0 + chain * _RUN + (eb if chain else ea), LANES):
+            s = _three_steps(kind, w, p0, p1, p2, X, t0, t1, t2, t3, k, s)
+    _store_three(s, A, at + (24 * chain + j0) * LANES)
+
+# %% ../nbs/2_13_floats.ipynb #e804c9db
 @njit(inline="always")
 def _chain_sums(A, at):
     "A (token, row)'s sum from its chains' vectors in A (the first at `at`, the next 24 vectors on): as the one-token kernel adds them."
@@ -267,25 +270,23 @@ def _chain_sums(A, at):
 def _gemm_float(kind, w, rows_at, X, out, col0):
     "out[:, col0:col0 + n_rows] = X @ W.T for the float weights of `kind`, rows at byte offsets `rows_at` of `w`."
     numba.literally(kind)
-    size = _weight_bytes(kind)
     n = X.shape[1]; last = rows_at.size - 1; lt = X.shape[0] - 1
-    stretch = n if _WIDEN_IN_TILE else min(_KC, n)          # positions of k per pass of the blocks over the rows
     n_blocks = (lt + 4) // 4                                # blocks of 4 tokens
     n_groups = (last + 6) // 6; n_tasks = min(n_groups, 64) # groups of 6 rows
     for c in prange(n_tasks):
-        T = np.empty(0 if _WIDEN_IN_TILE else 6 * stretch, np.float32)
-        A = np.empty(n_blocks * _CHAINS * 24 * LANES, np.float32)   # each block's 24 vectors of sums per chain, between stretches
+        A = np.empty(n_blocks * _CHAINS * 24 * LANES, np.float32)   # each block's 24 vectors of sums per chain
         for g in range(c * n_groups // n_tasks, (c + 1) * n_groups // n_tasks):
             r = (6 * g, min(6 * g + 1, last), min(6 * g + 2, last), min(6 * g + 3, last), min(6 * g + 4, last), min(6 * g + 5, last))
-            A[:] = 0
-            for k0 in range(0, n, stretch):
-                kc = min(stretch, n - k0)
-                o = (rows_at[r[0]] + size * k0, rows_at[r[1]] + size * k0, rows_at[r[2]] + size * k0,
-                     rows_at[r[3]] + size * k0, rows_at[r[4]] + size * k0, rows_at[r[5]] + size * k0)
-                if _WIDEN_IN_TILE: _blocks(kind, w, o, X, k0, kc, A, n_blocks, lt)
+            o = (rows_at[r[0]], rows_at[r[1]], rows_at[r[2]], rows_at[r[3]], rows_at[r[4]], rows_at[r[5]])
+            for b in range(n_blocks):
+                t0, t1, t2, t3 = 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt)
+                at = 24 * LANES * _CHAINS * b
+                if _CHAINS == 1: _six_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, at)
+                elif _REGISTERS == 32:
+                    for j0 in (0, 3): _three_by_four_chains(kind, w, o, X, t0, t1, t2, t3, n, A, at, j0)
                 else:
-                    _widen_rows(kind, w, o, kc, T)
-                    _blocks("f32", T.view(np.uint8), (0, 4 * kc, 8 * kc, 12 * kc, 16 * kc, 20 * kc), X, k0, kc, A, n_blocks, lt)
+                    for j0 in (0, 3):
+                        for chain in range(2): _three_by_four_chain(kind, w, o, X, t0, t1, t2, t3, n, A, at, j0, chain)
             for b in range(n_blocks):
                 t = (4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt))
                 for i in range(3, -1, -1):            # reversed: a repeated token or row keeps slot 0's value

@@ -34,26 +34,25 @@ def test_batch_rows_are_the_one_token_products(t, n_rows, n_tokens):
 
 
 @pytest.mark.parametrize("t", TYPES)
-def test_wide_rows_in_chunks(t):
-    "Rows wider than the batch kernel's chunk of k (_KC): the sums wait between chunks and still give the same bits."
-    from llmbook.floats import _KC
+def test_long_rows(t):
+    "Rows of 1056 inputs (AVX2: four whole runs of each chain and a short one of a): the batch's rows are the one-token products."
     rng = np.random.default_rng(5)
-    n = 2 * _KC + 32
+    n = 1056
     W = (rng.standard_normal((13, n)) * 0.05).astype(np.float32); X = rng.standard_normal((6, n)).astype(np.float32)
     m = FloatMatrix(as_qtensor(W, t))
     np.testing.assert_array_equal(m.matmul(X), np.stack([m.matvec(x) for x in X]))
 
 
 @pytest.mark.parametrize("t", TYPES)
-def test_odd_vector_count_in_chains(t):
-    """A width of an odd number of vectors, over two chunks of k: with AVX2's two chains (`_CHAINS`) the last vector
-    joins the even chain in both kernels, and a chunk's last steps end on the odd one."""
-    from llmbook.floats import _KC, LANES
+def test_runs_cut_anywhere(t):
+    """Widths that end inside a run of chain a, and inside a run of chain b (AVX2's two chains take `_RUN` positions in
+    turn): both kernels give each chain the same positions."""
+    from llmbook.floats import _RUN, LANES
     rng = np.random.default_rng(7)
-    n = LANES * (2 * (_KC // LANES) + 3)
-    W = (rng.standard_normal((11, n)) * 0.05).astype(np.float32); X = rng.standard_normal((5, n)).astype(np.float32)
-    m = FloatMatrix(as_qtensor(W, t))
-    np.testing.assert_array_equal(m.matmul(X), np.stack([m.matvec(x) for x in X]))
+    for n in (2 * _RUN + 3 * LANES, 3 * _RUN + 5 * LANES, _RUN - LANES):
+        W = (rng.standard_normal((11, n)) * 0.05).astype(np.float32); X = rng.standard_normal((5, n)).astype(np.float32)
+        m = FloatMatrix(as_qtensor(W, t))
+        np.testing.assert_array_equal(m.matmul(X), np.stack([m.matvec(x) for x in X]))
 
 
 @pytest.mark.parametrize("t", TYPES)
@@ -103,7 +102,7 @@ def _avx2_only_features() -> str:
 
 @pytest.mark.parametrize("registers", [16, 32])
 def test_avx2_code(tmp_path, registers):
-    """The code of AVX2's 8 lanes (two chains, rows widened into T chunk by chunk), made in a fresh process and cache
+    """The code of AVX2's 8 lanes (two chains taking runs of the row in turn), made in a fresh process and cache
     by NUMBA_CPU_NAME=haswell: with 32 registers (an AVX-512 host's features: tiles of six rows) and with 16 (as a CPU
     without AVX-512 has, NUMBA_CPU_FEATURES too: tiles of three rows). A token's row of the batch is still the
     one-token product."""
@@ -115,12 +114,11 @@ def test_avx2_code(tmp_path, registers):
     if registers == 16: env["NUMBA_CPU_FEATURES"] = _avx2_only_features()
     code = f"""
 import numpy as np
-from llmbook.floats import FloatMatrix, _REGISTERS, LANES, _CHAINS, _KC, _WIDE, _WIDEN_IN_TILE
+from llmbook.floats import FloatMatrix, _REGISTERS, LANES, _CHAINS, _RUN, _WIDE
 from llmbook.tensors import QTensor
-assert (_REGISTERS, LANES, _CHAINS, _WIDEN_IN_TILE) == ({registers}, 8, 2, False), (_REGISTERS, LANES, _CHAINS, _WIDEN_IN_TILE)
+assert (_REGISTERS, LANES, _CHAINS) == ({registers}, 8, 2), (_REGISTERS, LANES, _CHAINS)
 rng = np.random.default_rng(3)
-n = LANES * (2 * (_KC // LANES) + 3)                    # two chunks of k and an odd number of vectors
-for n in (n, _WIDE + 3 * LANES):                        # and rows wide enough to go four at a time
+for n in (3 * _RUN + 5 * LANES, _WIDE + 3 * LANES, _WIDE + _RUN + LANES):   # ends in a run of b, of a; four rows at a time
     W = (rng.standard_normal((13, n)) * 0.05).astype(np.float16); X = rng.standard_normal((7, n)).astype(np.float32)
     m = FloatMatrix(QTensor.from_array(W))
     batch = m.matmul(X)
