@@ -18,7 +18,7 @@ from numba.extending import intrinsic, register_model, models, overload
 from llvmlite import ir
 from fastcore.basics import patch
 from .tensors import GGMLType, QTensor, type_info
-from .quants import dequantize, e8m0_half, IQ4_LEVELS, MXFP4_LEVELS
+from .quants import dequantize, IQ4_LEVELS, MXFP4_LEVELS
 from .runtime import choose_threading_layer
 from .packed import Matrix
 
