@@ -15,8 +15,8 @@ level N times, alternating with the engine, and reports each level's median roun
 
 Each client sends `--requests` requests one after another (distinct prompts, greedy, `--max-tokens` tokens, the
 end-of-turn token banned through logit_bias on llmbook so that every answer has the same length). TTFT is measured at
-the client, from sending the request to receiving the first chunk with text (unstreamed: the whole answer); ITL is the time between two chunks with
-text of one answer (one token each on llmbook). The started server has `--parallel` slots (default 8, so that every
+the client, from sending the request to receiving the first chunk with text (not streamed: the whole answer); ITL is
+the time between two chunks with text of one answer (one token each on llmbook). The started server has `--parallel` slots (default 8, so that every
 level up to 8 clients is served at once: continuous batching runs their tokens in one forward pass per step).
 """
 import os, argparse, json, math, socket, subprocess, sys, threading, time
