@@ -16,8 +16,9 @@ level N times, alternating with the engine, and reports each level's median roun
 Each client sends `--requests` requests one after another (distinct prompts, greedy, `--max-tokens` tokens, the
 end-of-turn token banned through logit_bias on llmbook so that every answer has the same length). TTFT is measured at
 the client, from sending the request to receiving the first chunk with text (not streamed: the whole answer); ITL is
-the time between two chunks with text of one answer (one token each on llmbook). The started server has `--parallel` slots (default 8, so that every
-level up to 8 clients is served at once: continuous batching runs their tokens in one forward pass per step).
+the time between two chunks with text of one answer (one token each on llmbook). The started server has `--parallel`
+slots (default 8, so that every level up to 8 clients is served at once: continuous batching runs their tokens in one
+forward pass per step).
 """
 import os, argparse, json, math, socket, subprocess, sys, threading, time
 from pathlib import Path
@@ -105,7 +106,7 @@ model = llmbook.load(sys.argv[1] or None, n_threads=int(sys.argv[2]) if sys.argv
 bias = {t: -100 for t in sorted(model.tokenizer.eog_ids)}
 topics, max_tokens = json.loads(sys.argv[3]), int(sys.argv[4])
 model.chat([{"role": "user", "content": "Write about warm-up."}], max_tokens=4, logit_bias=bias)
-for line in sys.stdin:                                 # one line asks for one round: the same requests, one after another
+for line in sys.stdin:                       # a line asks for a round: the same requests, one after another
     t0, tokens = time.perf_counter(), 0
     for topic in topics:
         c = model.chat([{"role": "user", "content": f"Write about {topic}."}], max_tokens=max_tokens, logit_bias=bias)
@@ -157,7 +158,8 @@ def main():
     p.add_argument("--requests", type=int, default=4, help="requests per client (default 4)")
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--no-stream", dest="stream", action="store_false", help="plain JSON answers, not streamed")
-    p.add_argument("--rounds", type=int, default=1, help="run every level this many times; report the median (default 1)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run every level this many times; report the median (default 1)")
     p.add_argument("--engine", action="store_true",
                    help="measure the engine alone (LLM.chat, one client's requests) between rounds, as the baseline")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
