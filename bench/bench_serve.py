@@ -192,7 +192,8 @@ def main():
     engine_tps = sorted(engine_runs)[len(engine_runs) // 2] if engine_runs else None
     if args.json:
         print(json.dumps({"url": url, "model": args.model or "SmolLM2-135M-Instruct (embedded)", "parallel": args.parallel,
-                          "max_tokens": args.max_tokens, "stream": args.stream, "rounds": args.rounds, "levels": rows,
+                          "max_tokens": args.max_tokens, "stream": args.stream, "rounds": args.rounds,
+                          "levels": [{k: None if v != v else v for k, v in r.items()} for r in rows],   # NaN: none measured
                           "engine_tokens_per_s": engine_tps}, indent=1))
     else:
         print(f"{args.model or 'SmolLM2-135M-Instruct (embedded)'}: {args.parallel} slots, {args.requests} requests per client, "
