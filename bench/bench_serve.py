@@ -161,7 +161,8 @@ def main():
     p.add_argument("--rounds", type=int, default=1,
                    help="run every level this many times; report the median (default 1)")
     p.add_argument("--engine", action="store_true",
-                   help="measure the engine alone (LLM.chat, one client's requests) between rounds, as the baseline")
+                   help="measure the engine alone (LLM.chat on --model, one client's requests) between rounds, as the "
+                        "baseline (with --url, give the server's model as --model)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     args = p.parse_args()
     proc, url = (None, args.url) if args.url else start_server(args)
