@@ -87,6 +87,26 @@ def test_stacked_in_place_and_threads(t):
     np.testing.assert_array_equal(a, FloatMatrix(whole).matvec(x))
 
 
+def test_bf16_by_vdpbf16ps():
+    """Where the CPU multiplies BF16 pairs (AVX512_BF16), BF16 rows a multiple of 32 wide run on `vdpbf16ps`: the
+    one-token kernel's two 256-bit halves give the batch tile's 512-bit sums bit for bit, from one step of 32 to many,
+    both as float64 multiplies the BF16-rounded activations. Rows of another width keep the widening kernels."""
+    from llmbook.floats import BF16_DOT, _matvec_bf16_dot, _matvec_bf16
+    if not BF16_DOT: pytest.skip("this CPU's code has no AVX512_BF16")
+    rng = np.random.default_rng(13)
+    for n, n_rows, n_tokens in ((32, 5, 3), (576, 37, 7), (2080, 13, 9), (8192, 11, 5)):
+        W = (rng.standard_normal((n_rows, n)) * 0.1).astype(np.float32); X = rng.standard_normal((n_tokens, n)).astype(np.float32)
+        qt = as_qtensor(W, GGMLType.BF16); m = FloatMatrix(qt)
+        assert m._matvec is _matvec_bf16_dot
+        batch = m.matmul(X)
+        np.testing.assert_array_equal(batch, np.stack([m.matvec(x) for x in X]))
+        rounded = dequantize(as_qtensor(X, GGMLType.BF16)).reshape(X.shape).astype(np.float64)
+        want = rounded @ dequantize(qt).astype(np.float64).T
+        # float32 sums against float64's of the same BF16 numbers: measured <= 3e-7 of the largest output here
+        assert np.abs(batch - want).max() <= 2e-6 * np.abs(want).max()
+    assert FloatMatrix(as_qtensor(np.zeros((3, 272), np.float32), GGMLType.BF16))._matvec is _matvec_bf16
+
+
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="multiple of"): FloatMatrix(as_qtensor(np.zeros((4, 12), np.float32), GGMLType.F16))
     with pytest.raises(NotImplementedError, match="no float kernel"): FloatMatrix(QTensor(np.zeros(34, np.uint8), GGMLType.Q8_0, (1, 32)))
