@@ -16,33 +16,41 @@ from .tensors import GGMLType, GGML_TYPES, QTensor
 from .quants import dequantize, quantize
 from .packed import f16_to_f32
 from .int8 import _prefetch_bytes
-from .floats import LANES, _vec, _vzero, _fma, _mask, _VF32, _I32
+from .floats import LANES, _vec, _vzero, _fma, _mask, _VF32, _I32, _load, _vsum
 from .kvcache import KVStorage, F32
 
 # %% ../nbs/2_14_attention_kernels.ipynb #57e906de
-FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}   # fastmath without "no NaN/inf" assumptions (softmax uses -inf)
+FAST = {"nsz", "arcp", "contract", "afn"}   # fastmath without "no NaN/inf" (softmax uses -inf) and without "reassoc"
+
+@njit(fastmath=FAST, inline="always")
+def _sum_of_squares(v):
+    "The sum of v[j]**2 in float64, in a written-down order: 8 running sums (j mod 8), added pairwise, then the rest."
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    nl = v.size - v.size % 8
+    for j in range(0, nl, 8):
+        s0 += np.float64(v[j]) * v[j]; s1 += np.float64(v[j + 1]) * v[j + 1]
+        s2 += np.float64(v[j + 2]) * v[j + 2]; s3 += np.float64(v[j + 3]) * v[j + 3]
+        s4 += np.float64(v[j + 4]) * v[j + 4]; s5 += np.float64(v[j + 5]) * v[j + 5]
+        s6 += np.float64(v[j + 6]) * v[j + 6]; s7 += np.float64(v[j + 7]) * v[j + 7]
+    total = ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))
+    for j in range(nl, v.size): total += np.float64(v[j]) * v[j]
+    return total
 
 @njit(cache=True, fastmath=FAST)
 def rmsnorm(x, w, eps, out):
     "out[i] = x[i] / sqrt(mean(x[i]**2) + eps) * w for each row i of the 2-D `x` (out may be x)."
     n_rows, n = x.shape
     for i in range(n_rows):
-        ss = 0.0
-        for j in range(n): ss += np.float64(x[i, j]) * x[i, j]
-        scale = np.float32(1.0 / np.sqrt(ss / n + eps))
+        scale = np.float32(1.0 / np.sqrt(_sum_of_squares(x[i]) / n + eps))
         for j in range(n): out[i, j] = x[i, j] * scale * w[j]
 
 @njit(cache=True, fastmath=FAST)
 def add_rmsnorm(x, delta, w, eps, out):
-    "The residual step and the next norm in one pass: x += delta, then out = rmsnorm(x, w, eps)."
+    "The residual step and the next norm in one pass over each row: x += delta, then out = rmsnorm(x, w, eps)."
     n_rows, n = x.shape
     for i in range(n_rows):
-        ss = 0.0
-        for j in range(n):
-            v = x[i, j] + delta[i, j]
-            x[i, j] = v
-            ss += np.float64(v) * v
-        scale = np.float32(1.0 / np.sqrt(ss / n + eps))
+        for j in range(n): x[i, j] += delta[i, j]
+        scale = np.float32(1.0 / np.sqrt(_sum_of_squares(x[i]) / n + eps))
         for j in range(n): out[i, j] = x[i, j] * scale * w[j]
 
 # %% ../nbs/2_14_attention_kernels.ipynb #a9dcb53d
@@ -163,6 +171,7 @@ def _ring_rows(src, j, n, buf):
 # %% ../nbs/2_14_attention_kernels.ipynb #f5c9bf04
 _LOG2E = np.float32(1.4426950408889634)
 BK = 96             # keys per tile: long enough to amortize the per-row softmax work, short enough to stay in cache
+assert BK % LANES == 0   # `_lane_sum` adds a tile's weights a vector at a time
 _BT = 16             # query tokens per prefill task (rows = _BT x heads per kv head)
 SEG = 2 * BK        # keys per segment: a row's keys are summed segment by segment, at these absolute boundaries
 
@@ -342,9 +351,10 @@ def _dots(A, B, C, ahead=None, at=0, step=0):
 def _axpys(A, B, C, k0, k1, ahead=None, at=0, nbytes=0):
     """C += A[:, k0:k1] @ B[k0:k1] for A (ra, k) float32, C (ra, n) float32 and B (kb, n) float32 or f16 bits: each
     element of C gets keys k0..k1-1 in order, each by one FMA (c = a b + c). Keys past kb read B's last row, so their
-    weights must be 0. `ahead`: an array whose `nbytes` bytes from `at` the memory is asked for first."""
-    if ahead is not None: _prefetch_bytes(ahead, at, nbytes)
+    weights must be 0. `ahead`: an array whose `nbytes` bytes from `at` the memory is asked for meanwhile, a share
+    with each key of the first pass."""
     ra, n, last = A.shape[0], B.shape[1], B.shape[0] - 1
+    share = (nbytes // max(k1 - k0, 1) + 63) // 64 * 64 if ahead is not None else 0   # whole lines per key
     nv = n - n % LANES
     for i in range(0, ra, 4):
         nr = min(4, ra - i)                            # rows past the last get weight 0, and their sums are not stored
@@ -352,6 +362,7 @@ def _axpys(A, B, C, k0, k1, ahead=None, at=0, nbytes=0):
         for x in range(0, nv, LANES):
             o0, o1, o2, o3 = _row_lanes(C, i, x), _row_lanes(C, i1, x), _row_lanes(C, i2, x), _row_lanes(C, i3, x)
             for kk in range(k0, k1):
+                if ahead is not None and i == 0 and x == 0: _prefetch_bytes(ahead, at + (kk - k0) * share, share)
                 v = _row_lanes(B, min(kk, last), x)
                 o0 = _fma(_splat(A[i, kk]), v, o0)
                 o1 = _fma(_splat(A[i1, kk] if nr > 1 else np.float32(0)), v, o1)
@@ -368,6 +379,13 @@ def _axpys(A, B, C, k0, k1, ahead=None, at=0, nbytes=0):
 
 # %% ../nbs/2_14_attention_kernels.ipynb #f1fff841
 @njit(fastmath=FAST, inline="always")
+def _lane_sum(x):
+    "The sum of a contiguous float32 array whose size is a multiple of LANES: LANES running sums (j mod LANES), then `_vsum`."
+    acc, one = _vzero(), _splat(np.float32(1))
+    for j in range(0, x.size, LANES): acc = _fma(one, _load(x, j), acc)        # 1 * x + acc: an exact add
+    return _vsum(acc)
+
+@njit(fastmath=FAST, inline="always")
 def _softmax_tile(s, a, b, r, m, l, O):
     """Online softmax of row r over one tile: `s` holds its scores (base 2), of which s[a:b] are visible (a < b).
     Updates the running max m[r] (rescaling l[r] and O[r] if it grows) and sum l[r]; turns `s` into the weights
@@ -379,18 +397,12 @@ def _softmax_tile(s, a, b, r, m, l, O):
         o = O[r]
         for x in range(o.size): o[x] *= c
         m[r] = mt
-    mr, total = m[r], np.float32(0)
+    mr = m[r]
     if a == 0 and b == s.size:                       # inner tiles: every key visible, no mask
-        for j in range(s.size):
-            e = _exp2(s[j] - mr)
-            s[j] = e
-            total += e
+        for j in range(s.size): s[j] = _exp2(s[j] - mr)
     else:                                            # tiles on the causal diagonal or the window's edge
-        for j in range(s.size):
-            e = _exp2(s[j] - mr) if a <= j < b else np.float32(0)
-            s[j] = e
-            total += e
-    l[r] += total
+        for j in range(s.size): s[j] = _exp2(s[j] - mr) if a <= j < b else np.float32(0)
+    l[r] += _lane_sum(s)
 
 # %% ../nbs/2_14_attention_kernels.ipynb #7bcd679f
 @njit(fastmath=FAST, inline="always")

@@ -140,10 +140,8 @@ class LayerPlan:
 # %% ../nbs/2_15_engine.ipynb #80df2a98
 @njit(cache=True, fastmath=A.FAST)
 def _norm_into(src, w, eps, dst):
-    "dst = rmsnorm(src) * w for one head vector (sum of squares in float64, as ggml and chapter 05 do)."
-    ss = 0.0
-    for i in range(src.size): ss += np.float64(src[i]) * src[i]
-    scale = np.float32(1.0 / np.sqrt(ss / src.size + eps))
+    "dst = rmsnorm(src) * w for one head vector (sum of squares in float64, as ggml and chapter 05 do, in chapter 14's order)."
+    scale = np.float32(1.0 / np.sqrt(A._sum_of_squares(src) / src.size + eps))
     for i in range(src.size): dst[i] = src[i] * scale * w[i]
 
 @njit(cache=True, fastmath=A.FAST)

@@ -59,3 +59,34 @@ def test_head_lengths_lanes_do_not_divide(hd, cache):
     tiled_attention(q[-1:], kb, vb, 1, 479, hd**-0.5, 0, one)
     np.testing.assert_allclose(out, reference(q, k.astype(np.float32), v.astype(np.float32), 1, 450, hd**-0.5, 0), rtol=1e-4, atol=1e-4)
     assert np.array_equal(one[0], out[-1])
+
+
+_FRESH_OR_CACHED = """
+import sys, numpy as np
+from llmbook.attention_kernels import tiled_attention, rmsnorm
+rng = np.random.default_rng(0)
+q = rng.standard_normal((1, 9, 64)).astype(np.float32)
+K = (rng.standard_normal((1, 3, 2048, 64)) * 0.5).astype(np.float16).view(np.uint16)
+V = rng.standard_normal((1, 3, 2048, 64)).astype(np.float16).view(np.uint16)
+X = rng.standard_normal((5, 576)).astype(np.float32)
+o, y = np.empty_like(q), np.empty_like(X)
+tiled_attention(q, K, V, 0, 2000, 0.125, 0, o); rmsnorm(X, np.ones(576, np.float32), 1e-5, y)
+cached = bool(tiled_attention.stats.cache_hits) and bool(rmsnorm.stats.cache_hits)
+if not cached: sys.exit(0)                                         # the first run: the cache is filled
+tiled_attention.recompile(); rmsnorm.recompile()                   # the same kernels compiled again, here
+o2, y2 = np.empty_like(q), np.empty_like(X)
+tiled_attention(q, K, V, 0, 2000, 0.125, 0, o2); rmsnorm(X, np.ones(576, np.float32), 1e-5, y2)
+print(cached, np.array_equal(o, o2) and np.array_equal(y, y2))
+"""
+
+def test_kernels_from_the_cache_give_the_compiled_bits(tmp_path):
+    """A process that loads the kernels from numba's cache gets the bits a process that compiles them gets: no sum's
+    order is left to LLVM ("reassoc" let it re-add a parallel kernel's sums when numba linked it again, and a program's
+    first run and its next ones gave other logits). The first run fills a fresh cache; the second loads from it, then
+    compiles the kernels again in the same process and compares."""
+    import os, subprocess, sys
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    run = lambda: subprocess.run([sys.executable, "-c", _FRESH_OR_CACHED], env=env, capture_output=True, text=True, timeout=900)
+    first = run(); assert first.returncode == 0, first.stderr[-2000:]
+    second = run(); assert second.returncode == 0, second.stderr[-2000:]
+    assert second.stdout.split() == ["True", "True"], second.stdout

@@ -16,6 +16,7 @@ README.md (`python tools/docs_html.py --readme`).
 
     python tools/bench_index.py --write            # measure, then write bench/speed.json
     python tools/bench_index.py --depth 8000 --write   # only the row of a decode step deep in a context, into it
+    python tools/bench_index.py --only BF16 --write    # only the rows whose names contain BF16, into the table
 
 `--depth N` measures the embedded SmolLM2's decode after N tokens already in the context (n_ctx N + 192): each
 side fills its cache with N random token ids, then times `--gen-tokens` single-token steps (their total); the
@@ -128,6 +129,8 @@ def main():
     ap.add_argument("--models-dir", default="/work/models", help="where the float-weight and gpt-oss files are (each skipped if absent)")
     ap.add_argument("--depth", type=int, default=None, metavar="N",
                     help="only measure SmolLM2's decode after N tokens in the context, and keep the others' rows")
+    ap.add_argument("--only", default=None, metavar="NAMES",
+                    help="measure only the rows whose names contain one of these (comma-separated), keep the others' rows")
     ap.add_argument("--write", nargs="?", const=str(SPEED_JSON), default=None, metavar="PATH",
                     help=f"write the measurements as JSON (default PATH: {SPEED_JSON.relative_to(ROOT)}, the index's table)")
     a = ap.parse_args()
@@ -145,6 +148,7 @@ def main():
     models = [("SmolLM2-135M-Instruct Q4_1", smollm2_file()), ("Gemma 3 270M Q4_K_M", gemma3_file())]
     if Path(a.llama1b).is_file(): models.append(("Llama-3.2-1B-shaped Q4_K_M (random weights)", Path(a.llama1b)))
     models += [(name, Path(a.models_dir) / f) for name, f in EXTRA_MODELS if (Path(a.models_dir) / f).is_file()]
+    if a.only: models = [(name, path) for name, path in models if any(part in name for part in a.only.split(","))]
     rows, version = [], None
     for name, path in models:
         if path is None: print(f"| {name} | {a.threads} | (model not installed) ||||||"); continue
@@ -160,8 +164,11 @@ def main():
                    method=dict(prompt_tokens=a.prompt_tokens, gen_tokens=a.gen_tokens, repeat=a.repeat, rounds=a.rounds,
                                load_average_before=round(load, 1)),
                    models=rows)
-        if Path(a.write).is_file() and "depth" in (old := json.loads(Path(a.write).read_text(encoding="utf-8"))):
-            out["depth"] = old["depth"]              # the row of --depth, measured on its own
+        old = json.loads(Path(a.write).read_text(encoding="utf-8")) if Path(a.write).is_file() else {}
+        if "depth" in old: out["depth"] = old["depth"]                # the row of --depth, measured on its own
+        if a.only:                                   # the rows measured now in place of theirs, the others kept
+            fresh = {r["name"]: r for r in rows}
+            out["models"] = [fresh.pop(r["name"], r) for r in old.get("models", [])] + list(fresh.values())
         Path(a.write).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {a.write}: now python tools/execute_nbs.py index && python tools/docs_html.py --readme", file=sys.stderr)
 
