@@ -46,7 +46,7 @@ def rmsnorm(x, w, eps, out):
 
 @njit(cache=True, fastmath=FAST)
 def add_rmsnorm(x, delta, w, eps, out):
-    "The residual step and the next norm in one pass over each row: x += delta, then out = rmsnorm(x, w, eps)."
+    "The residual step and the next norm, a row at a time (the row stays in cache): x += delta, then out = rmsnorm(x, w, eps)."
     n_rows, n = x.shape
     for i in range(n_rows):
         for j in range(n): x[i, j] += delta[i, j]
