@@ -186,6 +186,11 @@ _REGISTERS = _vector_registers()
 
 # %% ../nbs/2_13_floats.ipynb #386ab454
 @njit(inline="always")
+def _store_tile(s, A, at):
+    "The 24 sums of a six-by-four tile at their places in A: token i's sum with row j at at + (6 i + j) LANES."
+    for i in range(24): _store(s[i], A, at + i * LANES)
+
+@njit(inline="always")
 def _six_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, at):
     """The 24 dot products of six rows (`kind` weights at byte offsets `o` of `w`) with tokens t0..t3 of X, over the
     whole row in one chain, each weight vector widened as it is loaded: `(token, row)` sums, 24 vectors into A[at:]."""
@@ -208,14 +213,8 @@ def _six_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, at):
         x = _load(X[t3], k)
         a30 = _fma(w0, x, a30); a31 = _fma(w1, x, a31); a32 = _fma(w2, x, a32)
         a33 = _fma(w3, x, a33); a34 = _fma(w4, x, a34); a35 = _fma(w5, x, a35)
-    _store(a00, A, at); _store(a01, A, at + LANES); _store(a02, A, at + 2 * LANES)
-    _store(a03, A, at + 3 * LANES); _store(a04, A, at + 4 * LANES); _store(a05, A, at + 5 * LANES)
-    _store(a10, A, at + 6 * LANES); _store(a11, A, at + 7 * LANES); _store(a12, A, at + 8 * LANES)
-    _store(a13, A, at + 9 * LANES); _store(a14, A, at + 10 * LANES); _store(a15, A, at + 11 * LANES)
-    _store(a20, A, at + 12 * LANES); _store(a21, A, at + 13 * LANES); _store(a22, A, at + 14 * LANES)
-    _store(a23, A, at + 15 * LANES); _store(a24, A, at + 16 * LANES); _store(a25, A, at + 17 * LANES)
-    _store(a30, A, at + 18 * LANES); _store(a31, A, at + 19 * LANES); _store(a32, A, at + 20 * LANES)
-    _store(a33, A, at + 21 * LANES); _store(a34, A, at + 22 * LANES); _store(a35, A, at + 23 * LANES)
+    _store_tile((a00, a01, a02, a03, a04, a05, a10, a11, a12, a13, a14, a15,
+                 a20, a21, a22, a23, a24, a25, a30, a31, a32, a33, a34, a35), A, at)
 
 @njit(inline="always")
 def _three_steps(kind, w, p0, p1, p2, X, t0, t1, t2, t3, k, s):
@@ -435,14 +434,8 @@ def _six_by_four_bf16(w, o, Xb, t0, t1, t2, t3, n, A, at):
         a23 = _dot_bf16(a23, w, c3, x2, k); a24 = _dot_bf16(a24, w, c4, x2, k); a25 = _dot_bf16(a25, w, c5, x2, k)
         a30 = _dot_bf16(a30, w, c0, x3, k); a31 = _dot_bf16(a31, w, c1, x3, k); a32 = _dot_bf16(a32, w, c2, x3, k)
         a33 = _dot_bf16(a33, w, c3, x3, k); a34 = _dot_bf16(a34, w, c4, x3, k); a35 = _dot_bf16(a35, w, c5, x3, k)
-    _store(a00, A, at); _store(a01, A, at + LANES); _store(a02, A, at + 2 * LANES)
-    _store(a03, A, at + 3 * LANES); _store(a04, A, at + 4 * LANES); _store(a05, A, at + 5 * LANES)
-    _store(a10, A, at + 6 * LANES); _store(a11, A, at + 7 * LANES); _store(a12, A, at + 8 * LANES)
-    _store(a13, A, at + 9 * LANES); _store(a14, A, at + 10 * LANES); _store(a15, A, at + 11 * LANES)
-    _store(a20, A, at + 12 * LANES); _store(a21, A, at + 13 * LANES); _store(a22, A, at + 14 * LANES)
-    _store(a23, A, at + 15 * LANES); _store(a24, A, at + 16 * LANES); _store(a25, A, at + 17 * LANES)
-    _store(a30, A, at + 18 * LANES); _store(a31, A, at + 19 * LANES); _store(a32, A, at + 20 * LANES)
-    _store(a33, A, at + 21 * LANES); _store(a34, A, at + 22 * LANES); _store(a35, A, at + 23 * LANES)
+    _store_tile((a00, a01, a02, a03, a04, a05, a10, a11, a12, a13, a14, a15,
+                 a20, a21, a22, a23, a24, a25, a30, a31, a32, a33, a34, a35), A, at)
 
 @njit(cache=True, parallel=True)
 def _gemm_bf16_dot(w, rows_at, X, out, col0):
