@@ -15,7 +15,7 @@ from llvmlite import ir
 from .tensors import GGMLType, GGML_TYPES, QTensor
 from .quants import dequantize, quantize
 from .packed import f16_to_f32
-from .int8 import _prefetch_bytes
+from .int8 import _prefetch_l2, _x86
 from .floats import LANES, _vec, _vzero, _fma, _mask, _VF32, _I32, _load, _vsum
 from .kvcache import KVStorage, F32
 
@@ -225,31 +225,46 @@ def _row_max(x):
     return m
 
 # %% ../nbs/2_14_attention_kernels.ipynb #1eabc2ba
+def _lanes_ok(A): return isinstance(A, types.Array) and A.ndim == 2 and A.dtype in (types.float32, types.uint16)
+
+def _lanes_at(context, builder, aty, a, i, x):
+    "The code for A[i, x:x+LANES] of the array `a` (type `aty`): float32 loaded as it is, f16 bits widened."
+    half = aty.dtype == types.uint16
+    a = context.make_array(aty)(context, builder, a)
+    at = builder.add(builder.mul(i, builder.extract_value(a.strides, 0)), builder.mul(x, ir.Constant(x.type, 2 if half else 4)))
+    p = builder.gep(builder.bitcast(a.data, ir.IntType(8).as_pointer()), [at])
+    if not half: return builder.load(builder.bitcast(p, _VF32.as_pointer()), align=4)
+    return builder.fpext(builder.load(builder.bitcast(p, ir.VectorType(ir.HalfType(), LANES).as_pointer()), align=2), _VF32)
+
 @intrinsic
 def _row_lanes(typingctx, A, i, x):
     "A[i, x:x+LANES] of a 2-D array with contiguous rows, float32 or f16 bits (uint16, widened), as float32 lanes."
-    if not (isinstance(A, types.Array) and A.ndim == 2 and A.dtype in (types.float32, types.uint16)): return None
-    half = A.dtype == types.uint16
-    def codegen(context, builder, sig, args):
-        a = context.make_array(sig.args[0])(context, builder, args[0])
-        at = builder.add(builder.mul(args[1], builder.extract_value(a.strides, 0)),
-                         builder.mul(args[2], ir.Constant(args[2].type, 2 if half else 4)))
-        p = builder.gep(builder.bitcast(a.data, ir.IntType(8).as_pointer()), [at])
-        if not half: return builder.load(builder.bitcast(p, _VF32.as_pointer()), align=4)
-        bits = builder.load(builder.bitcast(p, ir.VectorType(ir.HalfType(), LANES).as_pointer()), align=2)
-        return builder.fpext(bits, _VF32)
-    return _vec(A, i, x), codegen
+    if not _lanes_ok(A): return None
+    return _vec(A, i, x), lambda context, builder, sig, args: _lanes_at(context, builder, sig.args[0], *args)
 
 @intrinsic
-def _store_row_lanes(typingctx, v, A, i, x):
-    "A[i, x:x+LANES] = the lanes of v, for a float32 2-D array with contiguous rows."
+def _rows_lanes(typingctx, A, rows, x):
+    "(A[r, x:x+LANES] for r in rows): `_row_lanes` of each row of a tuple of indices, a tuple of vectors."
+    if not (_lanes_ok(A) and isinstance(rows, types.UniTuple)): return None
     def codegen(context, builder, sig, args):
-        a = context.make_array(sig.args[1])(context, builder, args[1])
-        at = builder.add(builder.mul(args[2], builder.extract_value(a.strides, 0)), builder.mul(args[3], ir.Constant(args[3].type, 4)))
-        builder.store(args[0], builder.bitcast(builder.gep(builder.bitcast(a.data, ir.IntType(8).as_pointer()), [at]),
-                                               _VF32.as_pointer()), align=4)
+        A, rows, x = args
+        return context.make_tuple(builder, sig.return_type, [_lanes_at(context, builder, sig.args[0], A,
+                                  builder.extract_value(rows, r), x) for r in range(sig.args[1].count)])
+    return types.UniTuple(_vec, rows.count)(A, rows, x), codegen
+
+@intrinsic
+def _store_rows_lanes(typingctx, vs, A, rows, x):
+    "A[rows[r], x:x+LANES] = the lanes of vs[r] for each r, for a float32 2-D array with contiguous rows."
+    def codegen(context, builder, sig, args):
+        vs, A, rows, x = args
+        a = context.make_array(sig.args[1])(context, builder, A)
+        for r in range(sig.args[2].count):
+            at = builder.add(builder.mul(builder.extract_value(rows, r), builder.extract_value(a.strides, 0)),
+                             builder.mul(x, ir.Constant(x.type, 4)))
+            p = builder.gep(builder.bitcast(a.data, ir.IntType(8).as_pointer()), [at])
+            builder.store(builder.extract_value(vs, r), builder.bitcast(p, _VF32.as_pointer()), align=4)
         return context.get_dummy_value()
-    return types.none(v, A, i, x), codegen
+    return types.none(vs, A, rows, x), codegen
 
 @intrinsic
 def _splat(typingctx, x):
@@ -281,14 +296,20 @@ def _sum_tree(builder, vs):
     return v
 
 @intrinsic
-def _vsums(typingctx, accs):
-    "The lane sums of a tuple of 2 or 4 vectors, each summed as `_vsum` sums one: a tuple of float32."
-    if not (isinstance(accs, types.UniTuple) and accs.dtype == _vec and accs.count in (2, 4)): return None
-    n = accs.count
+def _vsums(typingctx, block):
+    "The lane sums of a block (a tuple per row of 2 or 4 vectors), each summed as `_vsum` sums one: tuples of float32."
+    if not (isinstance(block, types.UniTuple) and isinstance(block.dtype, types.UniTuple) and block.dtype.count in (2, 4)):
+        return None
+    n_rows, n = block.count, block.dtype.count
+    out = types.UniTuple(types.UniTuple(types.float32, n), n_rows)
     def codegen(context, builder, sig, args):
-        v = _sum_tree(builder, [builder.extract_value(args[0], i) for i in range(n)])
-        return context.make_tuple(builder, sig.return_type, [builder.extract_element(v, ir.Constant(_I32, i)) for i in range(n)])
-    return types.UniTuple(types.float32, n)(accs), codegen
+        rows = []
+        for r in range(n_rows):
+            row = builder.extract_value(args[0], r)
+            v = _sum_tree(builder, [builder.extract_value(row, i) for i in range(n)])
+            rows.append(context.make_tuple(builder, out.dtype, [builder.extract_element(v, ir.Constant(_I32, i)) for i in range(n)]))
+        return context.make_tuple(builder, out, rows)
+    return out(block), codegen
 
 # %% ../nbs/2_14_attention_kernels.ipynb #a04e77ae
 KB = 4 if LANES == 16 else 2       # keys per block of sums: 4 rows x KB keys in registers
@@ -309,44 +330,105 @@ def _tail_dot(A, i, B, j, x0):
     for x in range(x0, A.shape[1]): s += A[i, x] * _value(B[j, x])
     return s
 
+@intrinsic
+def _zero_sums(typingctx, rows, keys):
+    "Zero vectors, a tuple per row of one per key: where a block of dot products starts."
+    out = types.UniTuple(types.UniTuple(_vec, keys.count), rows.count)
+    def codegen(context, builder, sig, args):
+        zero = context.make_tuple(builder, out.dtype, [ir.Constant(_VF32, [0.0] * LANES)] * keys.count)
+        return context.make_tuple(builder, out, [zero] * rows.count)
+    return out(rows, keys), codegen
+
+@intrinsic
+def _fma_outer(typingctx, qs, ks, sums):
+    "sums[r][c] + qs[r] * ks[c] for every row r and key c, one FMA each: a step of a block of dot products."
+    def codegen(context, builder, sig, args):
+        qs, ks, sums = args
+        fma = lambda r, c: _x86(builder, f"llvm.fma.v{LANES}f32", _VF32, builder.extract_value(qs, r),
+                                builder.extract_value(ks, c), builder.extract_value(builder.extract_value(sums, r), c))
+        out = sig.return_type
+        return context.make_tuple(builder, out, [context.make_tuple(builder, out.dtype, [fma(r, c) for c in range(out.dtype.count)])
+                                                 for r in range(out.count)])
+    return sums(qs, ks, sums), codegen
+
+@intrinsic
+def _store_sums(typingctx, sums, C, rows, keys):
+    "C[rows[r], keys[c]] = sums[r][c], the keys in reverse (a clamped repeat of a key never overwrites its first)."
+    def codegen(context, builder, sig, args):
+        sums, C, rows, keys = args
+        c = context.make_array(sig.args[1])(context, builder, C)
+        data = builder.bitcast(c.data, ir.IntType(8).as_pointer())
+        for r in range(sig.args[2].count):
+            row = builder.mul(builder.extract_value(rows, r), builder.extract_value(c.strides, 0))
+            for k in range(sig.args[3].count - 1, -1, -1):
+                at = builder.add(row, builder.mul(builder.extract_value(keys, k), builder.extract_value(c.strides, 1)))
+                builder.store(builder.extract_value(builder.extract_value(sums, r), k),
+                              builder.bitcast(builder.gep(data, [at]), ir.FloatType().as_pointer()), align=4)
+        return context.get_dummy_value()
+    return types.none(sums, C, rows, keys), codegen
+
+@njit(inline="always")
+def _keys4(j, last): return (j, min(j + 1, last), min(j + 2, last), min(j + 3, last))
+@njit(inline="always")
+def _keys2(j, last): return (j, min(j + 1, last))
+_keys = _keys4 if KB == 4 else _keys2     # the KB keys of a block from key j, clamped at the last
+
+@njit(fastmath=FAST, inline="always")
+def _dot_block(A, rows, B, keys, C, nv):
+    "C[r, c] = A[r] . B[c] for the rows and keys of one block (tuples of indices), every sum in a register."
+    sums = _zero_sums(rows, keys)
+    for x in range(0, nv, LANES): sums = _fma_outer(_rows_lanes(A, rows, x), _rows_lanes(B, keys, x), sums)
+    _store_sums(_vsums(sums), C, rows, keys)
+    if nv < A.shape[1]:                                # a head length that LANES does not divide: the rest one by one
+        for r in range(len(rows)):
+            for c in range(len(keys)):
+                if c == 0 or keys[c] != keys[c - 1]: C[rows[r], keys[c]] += _tail_dot(A, rows[r], B, keys[c], nv)   # once a key
+
 @njit(fastmath=FAST, inline="always")
 def _dots(A, B, C, ahead=None, at=0, step=0):
     """C[i, j] = A[i] . B[j], that is C = A @ B.T, for A (ra, n) float32 and B (rb, n) float32 or f16 bits, rows
-    contiguous. Blocks of 4 rows x KB keys, their sums in registers, each sum's lanes added by `_vsums`. At the edges
-    the indices are clamped: the block recomputes a row or key and stores the same value twice. `ahead`: an array
-    whose bytes from `at` the memory is asked for meanwhile, `step` bytes per block of keys (the next tile's keys)."""
-    ra, rb, n = A.shape[0], B.shape[0], A.shape[1]
-    nv = n - n % LANES                                 # positions in whole vectors
+    contiguous. Blocks of 4 rows (the last of them 1-3) x KB keys, each score's lanes added by `_vsums`; at the edge the
+    keys are clamped, and a repeated key is computed again and stored twice. `ahead`: an array whose bytes from `at`
+    the memory is asked for meanwhile, `step` bytes per block of keys (the next tile's keys)."""
+    ra, rb = A.shape[0], B.shape[0]
+    nv = A.shape[1] - A.shape[1] % LANES               # positions in whole vectors
     for i in range(0, ra, 4):
-        i0, i1, i2, i3 = i, min(i + 1, ra - 1), min(i + 2, ra - 1), min(i + 3, ra - 1)
         for j in range(0, rb, KB):
-            if ahead is not None and i == 0: _prefetch_bytes(ahead, at + j // KB * step, step)
-            js = (j, min(j + 1, rb - 1), min(j + 2, rb - 1), min(j + 3, rb - 1))
-            j0, j1, j2, j3 = js
-            if KB == 4:
-                s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = _vzero()
-                s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = _vzero()
-                for x in range(0, nv, LANES):
-                    q0, q1, q2, q3 = _row_lanes(A, i0, x), _row_lanes(A, i1, x), _row_lanes(A, i2, x), _row_lanes(A, i3, x)
-                    k = _row_lanes(B, j0, x); s00 = _fma(q0, k, s00); s10 = _fma(q1, k, s10); s20 = _fma(q2, k, s20); s30 = _fma(q3, k, s30)
-                    k = _row_lanes(B, j1, x); s01 = _fma(q0, k, s01); s11 = _fma(q1, k, s11); s21 = _fma(q2, k, s21); s31 = _fma(q3, k, s31)
-                    k = _row_lanes(B, j2, x); s02 = _fma(q0, k, s02); s12 = _fma(q1, k, s12); s22 = _fma(q2, k, s22); s32 = _fma(q3, k, s32)
-                    k = _row_lanes(B, j3, x); s03 = _fma(q0, k, s03); s13 = _fma(q1, k, s13); s23 = _fma(q2, k, s23); s33 = _fma(q3, k, s33)
-                sums = (_vsums((s00, s01, s02, s03)), _vsums((s10, s11, s12, s13)), _vsums((s20, s21, s22, s23)), _vsums((s30, s31, s32, s33)))
-            else:
-                s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = _vzero()
-                for x in range(0, nv, LANES):
-                    q0, q1, q2, q3 = _row_lanes(A, i0, x), _row_lanes(A, i1, x), _row_lanes(A, i2, x), _row_lanes(A, i3, x)
-                    k = _row_lanes(B, j0, x); s00 = _fma(q0, k, s00); s10 = _fma(q1, k, s10); s20 = _fma(q2, k, s20); s30 = _fma(q3, k, s30)
-                    k = _row_lanes(B, j1, x); s01 = _fma(q0, k, s01); s11 = _fma(q1, k, s11); s21 = _fma(q2, k, s21); s31 = _fma(q3, k, s31)
-                two = (_vsums((s00, s01)), _vsums((s10, s11)), _vsums((s20, s21)), _vsums((s30, s31)))
-                sums = ((two[0][0], two[0][1], two[0][1], two[0][1]), (two[1][0], two[1][1], two[1][1], two[1][1]),
-                        (two[2][0], two[2][1], two[2][1], two[2][1]), (two[3][0], two[3][1], two[3][1], two[3][1]))
-            for r in range(3, -1, -1):                 # reversed: a clamped repeat never overwrites slot 0's value
-                for c in range(KB - 1, -1, -1):
-                    C[min(i + r, ra - 1), js[c]] = sums[r][c] + (_tail_dot(A, min(i + r, ra - 1), B, js[c], nv) if nv < n else np.float32(0))
+            if ahead is not None and i == 0: _prefetch_l2(ahead, at + j // KB * step, step)
+            keys = _keys(j, rb - 1)
+            if ra - i >= 4: _dot_block(A, (i, i + 1, i + 2, i + 3), B, keys, C, nv)
+            elif ra - i == 3: _dot_block(A, (i, i + 1, i + 2), B, keys, C, nv)
+            elif ra - i == 2: _dot_block(A, (i, i + 1), B, keys, C, nv)
+            else: _dot_block(A, (i,), B, keys, C, nv)
 
 # %% ../nbs/2_14_attention_kernels.ipynb #234bbc0f
+@intrinsic
+def _fma_column(typingctx, A, rows, k, v, os):
+    "os[r] + A[rows[r], k] * v for each r, one FMA each (the weight in every lane): a step of a block of `_axpys`."
+    def codegen(context, builder, sig, args):
+        A, rows, k, v, os = args
+        a = context.make_array(sig.args[0])(context, builder, A)
+        data, out = builder.bitcast(a.data, ir.IntType(8).as_pointer()), []
+        for r in range(sig.args[1].count):
+            at = builder.add(builder.mul(builder.extract_value(rows, r), builder.extract_value(a.strides, 0)),
+                             builder.mul(k, builder.extract_value(a.strides, 1)))
+            w = builder.load(builder.bitcast(builder.gep(data, [at]), ir.FloatType().as_pointer()), align=4)
+            w = builder.insert_element(ir.Constant(_VF32, ir.Undefined), w, ir.Constant(_I32, 0))
+            w = builder.shuffle_vector(w, w, _mask([0] * LANES))
+            out.append(_x86(builder, f"llvm.fma.v{LANES}f32", _VF32, w, v, builder.extract_value(os, r)))
+        return context.make_tuple(builder, sig.return_type, out)
+    return os(A, rows, k, v, os), codegen
+
+@njit(fastmath=FAST, inline="always")
+def _axpy_block(A, rows, B, C, x, k0, k1, ahead, at, share):
+    "C[rows, x:x+LANES] += A[rows, k0:k1] @ B[k0:k1, x:x+LANES]: the rows' lanes in registers, keys in order."
+    last = B.shape[0] - 1
+    os = _rows_lanes(C, rows, x)
+    for kk in range(k0, k1):
+        if ahead is not None and share: _prefetch_l2(ahead, at + (kk - k0) * share, share)
+        os = _fma_column(A, rows, kk, _row_lanes(B, min(kk, last), x), os)
+    _store_rows_lanes(os, C, rows, x)
+
 @njit(fastmath=FAST, inline="always")
 def _axpys(A, B, C, k0, k1, ahead=None, at=0, nbytes=0):
     """C += A[:, k0:k1] @ B[k0:k1] for A (ra, k) float32, C (ra, n) float32 and B (kb, n) float32 or f16 bits: each
@@ -357,22 +439,13 @@ def _axpys(A, B, C, k0, k1, ahead=None, at=0, nbytes=0):
     share = (nbytes // max(k1 - k0, 1) + 63) // 64 * 64 if ahead is not None else 0   # whole lines per key
     nv = n - n % LANES
     for i in range(0, ra, 4):
-        nr = min(4, ra - i)                            # rows past the last get weight 0, and their sums are not stored
-        i1, i2, i3 = min(i + 1, ra - 1), min(i + 2, ra - 1), min(i + 3, ra - 1)
         for x in range(0, nv, LANES):
-            o0, o1, o2, o3 = _row_lanes(C, i, x), _row_lanes(C, i1, x), _row_lanes(C, i2, x), _row_lanes(C, i3, x)
-            for kk in range(k0, k1):
-                if ahead is not None and i == 0 and x == 0: _prefetch_bytes(ahead, at + (kk - k0) * share, share)
-                v = _row_lanes(B, min(kk, last), x)
-                o0 = _fma(_splat(A[i, kk]), v, o0)
-                o1 = _fma(_splat(A[i1, kk] if nr > 1 else np.float32(0)), v, o1)
-                o2 = _fma(_splat(A[i2, kk] if nr > 2 else np.float32(0)), v, o2)
-                o3 = _fma(_splat(A[i3, kk] if nr > 3 else np.float32(0)), v, o3)
-            if nr > 3: _store_row_lanes(o3, C, i3, x)
-            if nr > 2: _store_row_lanes(o2, C, i2, x)
-            if nr > 1: _store_row_lanes(o1, C, i1, x)
-            _store_row_lanes(o0, C, i, x)
-        for r in range(i, i + nr):                     # a head length that LANES does not divide: the rest one by one
+            s = share if i == 0 and x == 0 else 0      # the first pass asks for the next tile
+            if ra - i >= 4: _axpy_block(A, (i, i + 1, i + 2, i + 3), B, C, x, k0, k1, ahead, at, s)
+            elif ra - i == 3: _axpy_block(A, (i, i + 1, i + 2), B, C, x, k0, k1, ahead, at, s)
+            elif ra - i == 2: _axpy_block(A, (i, i + 1), B, C, x, k0, k1, ahead, at, s)
+            else: _axpy_block(A, (i,), B, C, x, k0, k1, ahead, at, s)
+        for r in range(i, min(i + 4, ra)):             # a head length that LANES does not divide: the rest one by one
             for x in range(nv, n):
                 for kk in range(k0, k1):
                     C[r, x] += A[r, kk] * _value(B[min(kk, last), x])
