@@ -227,14 +227,18 @@ def _row_max(x):
 # %% ../nbs/2_14_attention_kernels.ipynb #1eabc2ba
 def _lanes_ok(A): return isinstance(A, types.Array) and A.ndim == 2 and A.dtype in (types.float32, types.uint16)
 
-def _lanes_at(context, builder, aty, a, i, x):
-    "The code for A[i, x:x+LANES] of the array `a` (type `aty`): float32 loaded as it is, f16 bits widened."
-    half = aty.dtype == types.uint16
+def _ptr_at(context, builder, aty, a, i, j, ty):
+    "The code for a pointer (to `ty`) at A[i, j] of the 2-D array `a` (type `aty`) whose rows are contiguous."
     a = context.make_array(aty)(context, builder, a)
-    at = builder.add(builder.mul(i, builder.extract_value(a.strides, 0)), builder.mul(x, ir.Constant(x.type, 2 if half else 4)))
-    p = builder.gep(builder.bitcast(a.data, ir.IntType(8).as_pointer()), [at])
-    if not half: return builder.load(builder.bitcast(p, _VF32.as_pointer()), align=4)
-    return builder.fpext(builder.load(builder.bitcast(p, ir.VectorType(ir.HalfType(), LANES).as_pointer()), align=2), _VF32)
+    itemsize = ir.Constant(j.type, aty.dtype.bitwidth // 8)
+    at = builder.add(builder.mul(i, builder.extract_value(a.strides, 0)), builder.mul(j, itemsize))
+    return builder.bitcast(builder.gep(builder.bitcast(a.data, ir.IntType(8).as_pointer()), [at]), ty.as_pointer())
+
+def _lanes_at(context, builder, aty, a, i, x):
+    "The code for A[i, x:x+LANES]: float32 loaded as it is, f16 bits widened."
+    if aty.dtype == types.float32: return builder.load(_ptr_at(context, builder, aty, a, i, x, _VF32), align=4)
+    bits = builder.load(_ptr_at(context, builder, aty, a, i, x, ir.VectorType(ir.HalfType(), LANES)), align=2)
+    return builder.fpext(bits, _VF32)
 
 @intrinsic
 def _row_lanes(typingctx, A, i, x):
@@ -257,12 +261,9 @@ def _store_rows_lanes(typingctx, vs, A, rows, x):
     "A[rows[r], x:x+LANES] = the lanes of vs[r] for each r, for a float32 2-D array with contiguous rows."
     def codegen(context, builder, sig, args):
         vs, A, rows, x = args
-        a = context.make_array(sig.args[1])(context, builder, A)
         for r in range(sig.args[2].count):
-            at = builder.add(builder.mul(builder.extract_value(rows, r), builder.extract_value(a.strides, 0)),
-                             builder.mul(x, ir.Constant(x.type, 4)))
-            p = builder.gep(builder.bitcast(a.data, ir.IntType(8).as_pointer()), [at])
-            builder.store(builder.extract_value(vs, r), builder.bitcast(p, _VF32.as_pointer()), align=4)
+            p = _ptr_at(context, builder, sig.args[1], A, builder.extract_value(rows, r), x, _VF32)
+            builder.store(builder.extract_value(vs, r), p, align=4)
         return context.get_dummy_value()
     return types.none(vs, A, rows, x), codegen
 
@@ -356,14 +357,11 @@ def _store_sums(typingctx, sums, C, rows, keys):
     "C[rows[r], keys[c]] = sums[r][c], the keys in reverse (a clamped repeat of a key never overwrites its first)."
     def codegen(context, builder, sig, args):
         sums, C, rows, keys = args
-        c = context.make_array(sig.args[1])(context, builder, C)
-        data = builder.bitcast(c.data, ir.IntType(8).as_pointer())
         for r in range(sig.args[2].count):
-            row = builder.mul(builder.extract_value(rows, r), builder.extract_value(c.strides, 0))
             for k in range(sig.args[3].count - 1, -1, -1):
-                at = builder.add(row, builder.mul(builder.extract_value(keys, k), builder.extract_value(c.strides, 1)))
-                builder.store(builder.extract_value(builder.extract_value(sums, r), k),
-                              builder.bitcast(builder.gep(data, [at]), ir.FloatType().as_pointer()), align=4)
+                at = builder.extract_value(rows, r), builder.extract_value(keys, k)
+                p = _ptr_at(context, builder, sig.args[1], C, *at, ir.FloatType())
+                builder.store(builder.extract_value(builder.extract_value(sums, r), k), p, align=4)
         return context.get_dummy_value()
     return types.none(sums, C, rows, keys), codegen
 
@@ -407,12 +405,9 @@ def _fma_column(typingctx, A, rows, k, v, os):
     "os[r] + A[rows[r], k] * v for each r, one FMA each (the weight in every lane): a step of a block of `_axpys`."
     def codegen(context, builder, sig, args):
         A, rows, k, v, os = args
-        a = context.make_array(sig.args[0])(context, builder, A)
-        data, out = builder.bitcast(a.data, ir.IntType(8).as_pointer()), []
+        out = []
         for r in range(sig.args[1].count):
-            at = builder.add(builder.mul(builder.extract_value(rows, r), builder.extract_value(a.strides, 0)),
-                             builder.mul(k, builder.extract_value(a.strides, 1)))
-            w = builder.load(builder.bitcast(builder.gep(data, [at]), ir.FloatType().as_pointer()), align=4)
+            w = builder.load(_ptr_at(context, builder, sig.args[0], A, builder.extract_value(rows, r), k, ir.FloatType()), align=4)
             w = builder.insert_element(ir.Constant(_VF32, ir.Undefined), w, ir.Constant(_I32, 0))
             w = builder.shuffle_vector(w, w, _mask([0] * LANES))
             out.append(_x86(builder, f"llvm.fma.v{LANES}f32", _VF32, w, v, builder.extract_value(os, r)))
