@@ -256,6 +256,7 @@ def _rows_lanes(typingctx, A, rows, x):
                                   builder.extract_value(rows, r), x) for r in range(sig.args[1].count)])
     return types.UniTuple(_vec, rows.count)(A, rows, x), codegen
 
+# %% ../nbs/2_14_attention_kernels.ipynb #f01dda36
 @intrinsic
 def _store_rows_lanes(typingctx, vs, A, rows, x):
     "A[rows[r], x:x+LANES] = the lanes of vs[r] for each r, for a float32 2-D array with contiguous rows."
@@ -313,24 +314,6 @@ def _vsums(typingctx, block):
     return out(block), codegen
 
 # %% ../nbs/2_14_attention_kernels.ipynb #a04e77ae
-KB = 4 if LANES == 16 else 2       # keys per block of sums: 4 rows x KB keys in registers
-
-def _value(b):
-    "A cached value as float32: f16 bits widened, a float32 as it is."
-    return np.float32(b)
-
-@overload(_value, inline="always")
-def _value_ol(b):
-    if b == types.uint16: return lambda b: f16_to_f32(b)
-    return lambda b: np.float32(b)
-
-@njit(fastmath=FAST, inline="always")
-def _tail_dot(A, i, B, j, x0):
-    "The products of A[i] and B[j] past position x0, added one by one (a head length that LANES does not divide)."
-    s = np.float32(0)
-    for x in range(x0, A.shape[1]): s += A[i, x] * _value(B[j, x])
-    return s
-
 @intrinsic
 def _zero_sums(typingctx, rows, keys):
     "Zero vectors, a tuple per row of one per key: where a block of dot products starts."
@@ -364,6 +347,25 @@ def _store_sums(typingctx, sums, C, rows, keys):
                 builder.store(builder.extract_value(builder.extract_value(sums, r), k), p, align=4)
         return context.get_dummy_value()
     return types.none(sums, C, rows, keys), codegen
+
+# %% ../nbs/2_14_attention_kernels.ipynb #45fd66c2
+KB = 4 if LANES == 16 else 2       # keys per block of sums: 4 rows x KB keys in registers
+
+def _value(b):
+    "A cached value as float32: f16 bits widened, a float32 as it is."
+    return np.float32(b)
+
+@overload(_value, inline="always")
+def _value_ol(b):
+    if b == types.uint16: return lambda b: f16_to_f32(b)
+    return lambda b: np.float32(b)
+
+@njit(fastmath=FAST, inline="always")
+def _tail_dot(A, i, B, j, x0):
+    "The products of A[i] and B[j] past position x0, added one by one (a head length that LANES does not divide)."
+    s = np.float32(0)
+    for x in range(x0, A.shape[1]): s += A[i, x] * _value(B[j, x])
+    return s
 
 @njit(inline="always")
 def _keys4(j, last): return (j, min(j + 1, last), min(j + 2, last), min(j + 3, last))
@@ -414,6 +416,7 @@ def _fma_column(typingctx, A, rows, k, v, os):
         return context.make_tuple(builder, sig.return_type, out)
     return os(A, rows, k, v, os), codegen
 
+# %% ../nbs/2_14_attention_kernels.ipynb #06ca24ca
 @njit(fastmath=FAST, inline="always")
 def _axpy_block(A, rows, B, C, x, k0, k1, ahead, at, share):
     "C[rows, x:x+LANES] += A[rows, k0:k1] @ B[k0:k1, x:x+LANES]: the rows' lanes in registers, keys in order."
