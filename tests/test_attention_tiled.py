@@ -61,6 +61,18 @@ def test_head_lengths_lanes_do_not_divide(hd, cache):
     assert np.array_equal(one[0], out[-1])
 
 
+@pytest.mark.parametrize("n_heads,n_kv", [(4, 4), (4, 2), (9, 3), (8, 2), (7, 1)])
+def test_decode_rows_in_blocks_of_any_size(n_heads, n_kv):
+    """A decode step has `n_heads // n_kv` query rows per KV head (1, 2, 3, 4, 7: blocks of 4 and the 1-3 rows left),
+    a batch of 20 tokens has 20 times as many (blocks of 4): the last token alone gives the batch's bits, and both the
+    float64 reference."""
+    q, k, v = make(20, n_heads, n_kv, 64, 300, seed=10 * n_heads + n_kv)
+    out, one = np.empty_like(q), np.empty_like(q[-1:])
+    tiled_attention(q, k, v, 1, 300, 0.125, 0, out)
+    tiled_attention(q[-1:], k, v, 1, 319, 0.125, 0, one)
+    np.testing.assert_allclose(out, reference(q, k, v, 1, 300, 0.125, 0), rtol=1e-4, atol=1e-4)
+    assert np.array_equal(one[0], out[-1])
+
 _FRESH_OR_CACHED = """
 import sys, numpy as np
 from llmbook.attention_kernels import tiled_attention, rmsnorm
