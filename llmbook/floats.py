@@ -83,12 +83,15 @@ def _widened(kind, w):
     return out
 
 # %% ../nbs/2_13_floats.ipynb #f23d49e9
+def _fmadd(builder, a, b, c):
+    "The code for a*b + c in each lane of three float32 vectors, rounded once (`vfmadd`)."
+    return _x86(builder, f"llvm.fma.v{LANES}f32", _VF32, a, b, c)
+
 @intrinsic
 def _fma(typingctx, a, b, c):
-    "a*b + c in each lane, rounded once (`vfmadd`)."
+    "a*b + c in each lane, rounded once: `_fmadd` as a function numba can call."
     if not (a == b == c == _vec): return None
-    def codegen(context, builder, sig, args): return _x86(builder, f"llvm.fma.v{LANES}f32", _VF32, *args)
-    return _vec(a, b, c), codegen
+    return _vec(a, b, c), lambda context, builder, sig, args: _fmadd(builder, *args)
 
 def _mask(indices): return ir.Constant(ir.VectorType(_I32, len(indices)), list(indices))
 
