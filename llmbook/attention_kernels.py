@@ -318,17 +318,18 @@ def _fma_outer(typingctx, qs, ks, sums):
     return sums(qs, ks, sums), codegen
 
 @intrinsic
-def _store_sums(typingctx, sums, C, rows, keys):
-    "C[rows[r], keys[c]] = sums[r][c], the keys in reverse (a clamped repeat of a key never overwrites its first)."
+def _store_block(typingctx, vs, C, rows, cols):
+    """C[rows[r], cols[c]] = vs[r][c] for a float32 2-D array with contiguous rows, of float32 numbers (a block's
+    sums) or vectors (LANES values from cols[c]). The columns go in reverse: a clamped repeat never overwrites its first."""
     def codegen(context, builder, sig, args):
-        sums, C, rows, keys = args
-        for r in range(sig.args[2].count):
-            for k in range(sig.args[3].count - 1, -1, -1):
-                at = builder.extract_value(rows, r), builder.extract_value(keys, k)
-                p = _ptr_at(context, builder, sig.args[1], C, *at, ir.FloatType())
-                builder.store(builder.extract_value(builder.extract_value(sums, r), k), p, align=4)
+        vs, c_, rs, cs = args
+        ty = ir.FloatType() if sig.args[0].dtype.dtype == types.float32 else _VF32
+        for r in range(rows.count):
+            for c in range(cols.count - 1, -1, -1):
+                p = _ptr_at(context, builder, sig.args[1], c_, builder.extract_value(rs, r), builder.extract_value(cs, c), ty)
+                builder.store(builder.extract_value(builder.extract_value(vs, r), c), p, align=4)
         return context.get_dummy_value()
-    return types.none(sums, C, rows, keys), codegen
+    return types.none(vs, C, rows, cols), codegen
 
 # %% ../nbs/2_14_attention_kernels.ipynb #45fd66c2
 KB = 4 if LANES == 16 else 2       # keys per block of sums: 4 rows x KB keys in registers
@@ -360,7 +361,7 @@ def _dot_block(A, rows, B, keys, C, nv):
     "C[r, c] = A[r] . B[c] for the rows and keys of one block (tuples of indices), every sum in a register."
     sums = _zero_sums(rows, keys)
     for x in range(0, nv, LANES): sums = _fma_outer(_rows_lanes(A, rows, x), _rows_lanes(B, keys, x), sums)
-    _store_sums(_vsums(sums), C, rows, keys)
+    _store_block(_vsums(sums), C, rows, keys)
     if nv < A.shape[1]:                                # a head length that LANES does not divide: the rest one by one
         for r in range(len(rows)):
             for c in range(len(keys)):
@@ -396,18 +397,6 @@ def _block_lanes(typingctx, A, rows, xs):
         return context.make_tuple(builder, out, [row(builder.extract_value(rs, r)) for r in range(rows.count)])
     return out(A, rows, xs), codegen
 
-@intrinsic
-def _store_block_lanes(typingctx, vs, A, rows, xs):
-    "A[rows[r], xs[x]:xs[x]+LANES] = the lanes of vs[r][x] for each r and x, for a float32 2-D array with contiguous rows."
-    def codegen(context, builder, sig, args):
-        vs, a, rs, offsets = args
-        for r in range(rows.count):
-            for x in range(xs.count):
-                p = _ptr_at(context, builder, sig.args[1], a, builder.extract_value(rs, r), builder.extract_value(offsets, x), _VF32)
-                builder.store(builder.extract_value(builder.extract_value(vs, r), x), p, align=4)
-        return context.get_dummy_value()
-    return types.none(vs, A, rows, xs), codegen
-
 # %% ../nbs/2_14_attention_kernels.ipynb #06ca24ca
 @intrinsic
 def _fma_column(typingctx, A, rows, k, vs, os):
@@ -433,7 +422,7 @@ def _axpy_block(A, rows, B, C, xs, k0, k1, ahead, at, share):
     for kk in range(k0, k1):
         if ahead is not None and share: _prefetch_l2(ahead, at + (kk - k0) * share, share)
         os = _fma_column(A, rows, kk, _block_lanes(B, (min(kk, last),), xs), os)
-    _store_block_lanes(os, C, rows, xs)
+    _store_block(os, C, rows, xs)
 
 XB = 4 if LANES == 16 else 2       # vectors per row in a block of `_axpys`: 4 rows x XB sums in registers
 @njit(inline="always")
