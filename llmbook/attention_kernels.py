@@ -257,7 +257,6 @@ def _splat(typingctx, x):
     "x in every lane."
     if x != types.float32: return None
     return _vec(x), lambda context, builder, sig, args: _splat_ir(builder, args[0], _VF32)
-    return _vec(x), codegen
 
 # %% ../nbs/2_14_attention_kernels.ipynb #d6e7f2c0
 def _sum_tree(builder, vs):

@@ -73,6 +73,22 @@ def test_decode_rows_in_blocks_of_any_size(n_heads, n_kv):
     np.testing.assert_allclose(out, reference(q, k, v, 1, 300, 0.125, 0), rtol=1e-4, atol=1e-4)
     assert np.array_equal(one[0], out[-1])
 
+def test_same_bits_on_any_thread_count():
+    """How many segments a task sums follows the thread count (about two tasks a thread); each segment is summed from
+    scratch and the segments folded in order, so 1 and 2 threads give the same bits, 2,000 keys deep."""
+    import numba
+    q, k, v = make(17, 9, 3, 64, 2000, seed=5)
+    outs = []
+    for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+        numba.set_num_threads(threads)
+        out, one = np.empty_like(q), np.empty_like(q[-1:])
+        tiled_attention(q, k, v, 1, 2000, 0.125, 0, out)
+        tiled_attention(q[-1:], k, v, 1, 2016, 0.125, 0, one)
+        outs.append((out, one))
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    assert all(np.array_equal(a, b) for a, b in zip(outs[0], outs[1]))
+    assert np.array_equal(outs[0][1][0], outs[0][0][-1])
+
 _FRESH_OR_CACHED = """
 import sys, numpy as np
 from llmbook.attention_kernels import tiled_attention, rmsnorm
