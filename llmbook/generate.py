@@ -112,10 +112,8 @@ class TokenStep:
     top_logprobs: list | None = None   # ... and the N most likely tokens: [(id, logprob)], best first
     reasoning: str = ""                # with a reply format: the reasoning this token completed (`piece`: the answer's)
 
-    @property
-    def candidates(self):
-        "`drawn`, most likely first: sorted when read, so that a stream nobody inspects pays nothing per token."
-        return None if self.drawn is None else most_likely_first(*self.drawn)
+    candidates = property(lambda self: None if self.drawn is None else most_likely_first(*self.drawn),
+                          doc="`drawn`, most likely first: sorted when read, so a stream nobody inspects pays nothing.")
 
 def _chosen(sampler: Sampler, token: int):
     return sampler.last_drawn, float(sampler.last_drawn[1][sampler.last_drawn[0] == token].sum())
@@ -143,10 +141,8 @@ class Session:
         self._eog = np.array(sorted(self.tokenizer.eog_ids), dtype=np.int64)
 
     n_ctx = property(lambda self: self.cache.n_ctx)
-    @property
-    def tokens(self) -> list:
-        "Every token of the context: the cached ones, then those sampled but not yet run."
-        return self.cache.tokens[:self.cache.pos].tolist() + self.pending
+    tokens = property(lambda self: self.cache.tokens[:self.cache.pos].tolist() + self.pending,
+                      doc="Every token of the context: the cached ones, then those sampled but not yet run.")
 
     def __repr__(self): return f"Session({len(self.tokens)}/{self.n_ctx} tokens, {len(self.messages)} messages)"
 

@@ -15,10 +15,10 @@ from .tensors import GGMLType, QK, QK_K, QTensor, type_info, bf16_to_f32, f32_to
 # %% ../nbs/1_03_quants.ipynb #40ca3886
 DEQUANTIZERS = {}   # GGMLType -> function(raw uint8 bytes) -> float32 array (n_blocks, block_size)
 
-def dequantizer(ggml_type):
-    "Decorator: register the decorated function as the dequantizer of `ggml_type`."
+def dequantizer(ggml_type, registry: dict = DEQUANTIZERS):
+    "Decorator: register the decorated function as the dequantizer of `ggml_type` in `registry` (by default this one)."
     def register(fn):
-        DEQUANTIZERS[GGMLType(ggml_type)] = fn
+        registry[GGMLType(ggml_type)] = fn
         return fn
     return register
 
@@ -204,10 +204,7 @@ QUANTIZERS = {}     # GGMLType -> function(float32 blocks (n, block_size)) -> ui
 
 def quantizer(ggml_type, registry: dict = QUANTIZERS):
     "Decorator: register the decorated function as the quantizer of `ggml_type` in `registry` (by default this one)."
-    def register(fn):
-        registry[GGMLType(ggml_type)] = fn
-        return fn
-    return register
+    return dequantizer(ggml_type, registry)       # registering is the same for both directions: only the dict differs
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
     "C's `roundf`: to the nearest integer, halves away from zero (exact: no `+ 0.5` that could round up)."

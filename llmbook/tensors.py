@@ -103,20 +103,14 @@ class QTensor:
         self.type, self.shape = GGMLType(ggml_type), tuple(int(s) for s in shape)
         if not self.shape: raise ValueError("a QTensor needs at least one dimension")
         self.data = np.asarray(data).reshape(-1).view(np.uint8)
-        need = int(np.prod(self.shape[:-1], dtype=np.int64)) * row_nbytes(self.type, self.shape[-1])
-        if self.data.size != need:
+        if self.data.size != (need := self.n_rows * self.row_bytes):
             raise ValueError(f"{self.type.name} tensor of shape {self.shape} needs {need} bytes, got {self.data.size}")
 
-    @property
-    def info(self) -> TypeInfo: return type_info(self.type)
-    @property
-    def n_rows(self) -> int: return int(np.prod(self.shape[:-1], dtype=np.int64))
-    @property
-    def row_bytes(self) -> int: return row_nbytes(self.type, self.shape[-1])
-    @property
-    def nbytes(self) -> int: return self.data.size
-    @property
-    def size(self) -> int: return int(np.prod(self.shape, dtype=np.int64))
+    info = property(lambda self: type_info(self.type), doc="The type's block geometry, a `TypeInfo`.")
+    n_rows = property(lambda self: int(np.prod(self.shape[:-1], dtype=np.int64)), doc="Rows: all axes but the last.")
+    row_bytes = property(lambda self: row_nbytes(self.type, self.shape[-1]), doc="Bytes of one row of blocks.")
+    nbytes = property(lambda self: self.data.size, doc="Bytes of the whole tensor.")
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)), doc="Number of values.")
 
 # %% ../nbs/1_01_tensors.ipynb #24a7f2b0
 @patch

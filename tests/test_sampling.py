@@ -84,6 +84,15 @@ def test_top_k_is_the_k_best_sorted():
         assert len(ids) == want and np.array_equal(x[ids], l) and len(set(ids.tolist())) == want
         assert np.array_equal(l, np.sort(x)[::-1][:want])
 
+def test_top_k_ties_keep_id_order():
+    "Tied logits at the cut: the lowest ids stay, in id order; logits sorted, all equal or mostly -inf, too."
+    assert _keep_top_k(np.arange(6), np.array([1, 3, 3, 2, 3, 3], np.float32), 3)[0].tolist() == [1, 2, 4]
+    masked = np.where(np.arange(1000) % 7, -np.inf, np.arange(1000.0)).astype(np.float32)
+    for x in (np.arange(1000, dtype=np.float32), np.zeros(1000, np.float32), masked):
+        ids, l = _keep_top_k(np.arange(1000), x, 40)
+        assert np.array_equal(l, np.sort(x)[::-1][:40]) and np.array_equal(x[ids], l)
+        assert all(a < b for a, b, u, v in zip(ids, ids[1:], l, l[1:]) if u == v)
+
 def _brute_nucleus(x, p, min_keep):
     "Size of the top-p nucleus in float64 (None when float32 running sums, as llama.cpp's, could land either side)."
     probs = np.sort(np.exp(x.astype(np.float64) - x.max()))[::-1]
