@@ -4,11 +4,12 @@
 
 # %% auto #0
 __all__ = ['FAST', 'KV_STORAGES', 'BK', 'SEG', 'KB', 'XB', 'rmsnorm', 'add_rmsnorm', 'F16Storage', 'Q8_0Storage', 'kv_storage',
-           'f32_rows', 'f32_store', 'tiled_attention', 'swiglu_stacked', 'geglu_stacked']
+           'f32_rows', 'f32_store', 'tiled_attention', 'swiglu_stacked', 'geglu_stacked', 'cache_row',
+           'decode_attention']
 
 # %% ../nbs/2_14_attention_kernels.ipynb #d42160bc
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, prange, types, carray
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 from llvmlite import ir
@@ -608,6 +609,52 @@ def _threads(typingctx):
     return types.intp(), codegen
 
 # %% ../nbs/2_14_attention_kernels.ipynb #7c762a1f
+@njit(fastmath=FAST, inline="always")
+def _plan(n, pos0, window, n_kv):
+    "How n queries at pos0.. split: (tokens a block, blocks, first segment, segments, runs of a head's segments, segments a run)."
+    bt = _BT if n > 1 else 1; n_tb = (n + bt - 1) // bt
+    seg0 = _first_key(pos0, window) // SEG; n_seg = (pos0 + n - 1) // SEG + 1 - seg0    # the segments any query sees
+    n_run = max(1, min(n_seg, -(-2 * _threads() // (n_kv * n_tb))))    # runs of a head's cache: 2 tasks a thread
+    per = -(-n_seg // n_run); n_run = -(-n_seg // per)                 # segments per run, the last run shorter
+    return bt, n_tb, seg0, n_seg, n_run, per
+
+@njit(fastmath=FAST, inline="always")
+def _base2_sinks(sinks, n_heads):
+    "Each head's sink score times log2(e), for the softmax in base 2 (empty: no sinks)."
+    sink2 = np.empty(0 if sinks is None else n_heads, np.float32)
+    if sinks is not None:
+        for h in range(n_heads): sink2[h] = sinks[h] * _LOG2E
+    return sink2
+
+# %% ../nbs/2_14_attention_kernels.ipynb #af7a19bc
+@njit(fastmath=FAST, inline="always")
+def _attention_task(task, q, k_cache, v_cache, pos0, window, softcap, qscale, plan, out, part_m, part_l, part_o, sink2):
+    "Task `task` of `plan`: the queries of one kv head and token block over one run of segments of `k_cache[kv]`."
+    n, n_heads, hd = q.shape
+    n_kv = k_cache.shape[0]; group = n_heads // n_kv
+    bt, n_tb, seg0, n_seg, n_run, per = plan
+    kv, run, i = task % n_kv, task // n_kv % n_run, task // (n_kv * n_run)
+    tb = i // 2 if i % 2 == 0 else n_tb - 1 - i // 2   # alternate early and late token blocks: equal halves
+    t0, t1 = tb * bt, min(n, tb * bt + bt)
+    nr = (t1 - t0) * group                       # rows: (token t0 + r // group, head kv * group + r % group)
+    Q = np.empty((nr, hd), np.float32)
+    _task_queries(q, t0, kv, group, qscale, Q)
+    O = np.empty((nr, hd), np.float32)
+    m, l = np.empty(nr, np.float32), np.empty(nr, np.float32)   # each row's running max and sum
+    S = np.zeros((nr, BK), np.float32)
+    Kf, Vf = np.empty((BK, hd), np.float32), np.empty((BK, hd), np.float32)   # a tile widened, or gathered
+    for s in range(run * per, min(n_seg, run * per + per)):
+        c0 = max((seg0 + s) * SEG, _first_key(pos0 + t0, window))   # keys of the segment some row of the block sees
+        c1 = min((seg0 + s + 1) * SEG, pos0 + t1)
+        if c0 < c1:
+            for r in range(nr):                  # each segment is summed from scratch
+                m[r], l[r] = -np.inf, 0
+                for x in range(hd): O[r, x] = 0
+            _task_tiles(Q, k_cache[kv], v_cache[kv], c0, c1, pos0, t0, group, window,
+                        np.float32(softcap) * _LOG2E, S, O, m, l, Kf, Vf)
+            _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o, sink2)
+
+# %% ../nbs/2_14_attention_kernels.ipynb #0e6f0fa5
 @njit(cache=True, fastmath=FAST, parallel=True)
 def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softcap=0.0, sinks=None):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
@@ -617,42 +664,16 @@ def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softca
     scores become softcap * tanh(score / softcap) before the softmax (Gemma 2). `sinks` `(n_heads,)`: each head's
     sink score, which joins its softmax's sum and has no value (gpt-oss). Batch-invariant: see above."""
     n, n_heads, hd = q.shape
-    n_kv = k_cache.shape[1]; group = n_heads // n_kv
-    L = pos0 + n                                     # keys in the cache
     qscale = np.float32(scale) * _LOG2E               # softmax in base 2: exp(s) = 2**(s log2(e)), folded into q
-    sink2 = np.empty(0 if sinks is None else n_heads, np.float32)   # the sinks in base 2 too
-    if sinks is not None:
-        for h in range(n_heads): sink2[h] = sinks[h] * _LOG2E
-    bt = _BT if n > 1 else 1; n_tb = (n + bt - 1) // bt
-    seg0 = _first_key(pos0, window) // SEG; n_seg = (L - 1) // SEG + 1 - seg0    # the segments any query sees
-    folds = _spanning_rows(pos0, n, window)          # rows whose keys span segments: folded at the end
-    n_part = n if folds else 0
+    sink2, plan = _base2_sinks(sinks, n_heads), _plan(n, pos0, window, k_cache.shape[1])
+    bt, n_tb, seg0, n_seg, n_run, per = plan
+    n_part = n if _spanning_rows(pos0, n, window) else 0      # rows whose keys span segments: folded at the end
     part_m, part_l = np.empty((n_part, n_heads, n_seg), np.float32), np.empty((n_part, n_heads, n_seg), np.float32)
     part_o = np.empty((n_part, n_heads, n_seg, hd), np.float32)
-    n_run = max(1, min(n_seg, -(-2 * _threads() // (n_kv * n_tb))))    # runs of a head's cache: 2 tasks a thread
-    per = -(-n_seg // n_run); n_run = -(-n_seg // per)                 # segments per run, the last run shorter
-    for task in prange(n_kv * n_run * n_tb):
-        kv, run, i = task % n_kv, task // n_kv % n_run, task // (n_kv * n_run)
-        tb = i // 2 if i % 2 == 0 else n_tb - 1 - i // 2   # alternate early and late token blocks: equal halves
-        t0, t1 = tb * bt, min(n, tb * bt + bt)
-        nr = (t1 - t0) * group                       # rows: (token t0 + r // group, head kv * group + r % group)
-        Q = np.empty((nr, hd), np.float32)
-        _task_queries(q, t0, kv, group, qscale, Q)
-        O = np.empty((nr, hd), np.float32)
-        m, l = np.empty(nr, np.float32), np.empty(nr, np.float32)   # each row's running max and sum
-        S = np.zeros((nr, BK), np.float32)
-        Kf, Vf = np.empty((BK, hd), np.float32), np.empty((BK, hd), np.float32)   # a tile widened, or gathered
-        for s in range(run * per, min(n_seg, run * per + per)):
-            c0 = max((seg0 + s) * SEG, _first_key(pos0 + t0, window))   # keys of the segment some row of the block sees
-            c1 = min((seg0 + s + 1) * SEG, pos0 + t1)
-            if c0 < c1:
-                for r in range(nr):                  # each segment is summed from scratch
-                    m[r], l[r] = -np.inf, 0
-                    for x in range(hd): O[r, x] = 0
-                _task_tiles(Q, k_cache[layer, kv], v_cache[layer, kv], c0, c1, pos0, t0, group, window,
-                            np.float32(softcap) * _LOG2E, S, O, m, l, Kf, Vf)
-                _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o, sink2)
-    if folds:
+    for task in prange(k_cache.shape[1] * n_run * n_tb):
+        _attention_task(task, q, k_cache[layer], v_cache[layer], pos0, window, softcap, qscale, plan, out,
+                        part_m, part_l, part_o, sink2)
+    if n_part:
         for th in prange(n * n_heads):
             t, h = th // n_heads, th % n_heads
             s0, s1 = _segments(pos0 + t, window)
@@ -697,3 +718,45 @@ def geglu_stacked(gate_up, out):
     if out.shape[0] == 1: _gelu_mul(gate_up[0, :n_ff], gate_up[0, n_ff:], out[0])
     else:
         for t in prange(out.shape[0]): _gelu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
+
+# %% ../nbs/2_14_attention_kernels.ipynb #e191b88e
+def cache_row(K, V, layer: int, pos: int) -> tuple:
+    "A cache's row for `decode_attention`: the addresses of `layer`'s keys and values, their slots, the token's position."
+    return K.ctypes.data + layer * K.strides[0], V.ctypes.data + layer * V.strides[0], K.shape[2], pos
+
+@intrinsic
+def _pointer_like(typingctx, like, address):
+    "The int64 `address` as a pointer to the elements of `like`'s type (an array handed to a kernel by its address)."
+    def codegen(context, builder, sig, args): return builder.inttoptr(args[1], context.get_value_type(sig.return_type))
+    return types.CPointer(like.dtype)(like, address), codegen
+
+# %% ../nbs/2_14_attention_kernels.ipynb #316e8927
+@njit(cache=True, fastmath=FAST, parallel=True)
+def decode_attention(q, like, caches, scale, window, out, softcap=0.0, sinks=None):
+    """`tiled_attention` of the one token of each of several caches, in one parallel loop: row p of `q` `(n, n_heads,
+    head_dim)`, at position caches[p, 3], over the keys and values whose addresses and slots `caches[p]` holds
+    (`cache_row`), arrays `(n_kv_heads, slots, head_dim)` of `like`'s type (a cache `(n_layers, n_kv_heads, slots,
+    head_dim)`, which the caller keeps alive). Each token's tasks and sums are those it has alone: the same bits."""
+    n, n_heads, hd = q.shape
+    n_kv = like.shape[1]
+    qscale = np.float32(scale) * _LOG2E
+    sink2 = _base2_sinks(sinks, n_heads)
+    first, most = np.empty(n + 1, np.int64), 1                  # each token's first task; its most segments
+    first[0] = 0
+    for p in range(n):
+        plan = _plan(1, caches[p, 3], window, n_kv)
+        first[p + 1] = first[p] + n_kv * plan[4]; most = max(most, plan[3])
+    part_m, part_l = np.empty((n, n_heads, most), np.float32), np.empty((n, n_heads, most), np.float32)
+    part_o = np.empty((n, n_heads, most, hd), np.float32)
+    for task in prange(first[n]):
+        p = 0
+        while first[p + 1] <= task: p += 1                     # the token whose tasks this is (a few tokens: a scan)
+        K = carray(_pointer_like(like, caches[p, 0]), (n_kv, caches[p, 2], like.shape[3]))
+        V = carray(_pointer_like(like, caches[p, 1]), (n_kv, caches[p, 2], like.shape[3]))
+        _attention_task(task - first[p], q[p:p + 1], K, V, caches[p, 3], window, softcap, qscale,
+                        _plan(1, caches[p, 3], window, n_kv), out[p:p + 1], part_m[p:p + 1], part_l[p:p + 1],
+                        part_o[p:p + 1], sink2)
+    for th in prange(n * n_heads):                             # the tokens whose keys spanned segments
+        p, h = th // n_heads, th % n_heads
+        s0, s1 = _segments(caches[p, 3], window)
+        if s0 != s1: _fold_segments(part_m, part_l, part_o, 0, s1 - s0, p, h, out[p, h], sink2)

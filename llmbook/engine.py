@@ -103,6 +103,7 @@ class Workspace:
         self.gu = np.empty((n, 2 * c.n_ff), f32)
         self.act = np.empty((n, c.n_ff), f32)
         self.experts = {}           # a mixture of experts' buffers (chapter 19), made at its first layer, then reused
+        self.decode = None          # one token of each of several caches: their rows for `decode_attention` (below)
         # 1-D views of row 0, for the matrix x vector kernels of a decode step
         self.xn1, self.qkv1, self.att1, self.proj1, self.gu1, self.act1 = (
             a[0] for a in (self.xn, self.qkv, self.att2, self.proj, self.gu, self.act))
@@ -212,6 +213,7 @@ class KernelEngine:
         self.plan(model.weights, model.layer_freqs, model.gguf)
         self.rope_cos, self.rope_sin, self.n_rope = [None] * len(self.freqs), [None] * len(self.freqs), 0
         self.workspaces = weakref.WeakKeyDictionary()      # cache -> its decode Workspace
+        self.cache_rows = weakref.WeakKeyDictionary()      # cache -> its layers' addresses, for `decode_rows`
 
 # %% ../nbs/2_15_engine.ipynb #1f4d1961
 @patch
@@ -299,6 +301,7 @@ def blocks_of(self: KernelEngine, parts: list) -> Workspace:
     ws = self.workspace(parts[0][1], n) if len(parts) == 1 else Workspace(c, n, self.n_qkv)
     spans, a = [], 0                                    # the rows of each cache: (first, end, cache)
     for ids, cache in parts: spans.append((a, a + len(ids), cache)); a += len(ids)
+    if len(parts) > 1: ws.decode = self.decode_rows(parts)
     self.embd.rows(parts[0][0] if len(parts) == 1 else np.concatenate([ids for ids, _ in parts]), ws.x)
     if self.embed_scale != 1: ws.x *= self.embed_scale
     A.rmsnorm(ws.x, self.layers[0].attn_norm, c.norm_eps, ws.xn)
@@ -326,6 +329,19 @@ def forward_batch(self: KernelEngine, parts: list) -> list:
         np.tanh(logits / cap, out=logits); logits *= cap
     return np.split(logits, np.cumsum([n_out for *_, n_out in parts])[:-1])
 
+# %% ../nbs/2_15_engine.ipynb #a4e31866
+@patch
+def decode_rows(self: KernelEngine, parts: list):
+    """For a step of one token in each of several caches of one storage, `decode_attention`'s rows of every layer,
+    `(n_layers, n_parts, 4)` (chapter 14's `cache_row`); None for any other step."""
+    if any(len(ids) != 1 for ids, _ in parts) or len({cache.k.dtype for _, cache in parts}) > 1: return None
+    rows = np.empty((self.config.n_layers, len(parts), 4), np.int64)
+    for p, (_, cache) in enumerate(parts):
+        at = self.cache_rows.get(cache)                 # a cache's arrays never move: their addresses are read once
+        if at is None: at = self.cache_rows[cache] = np.array([A.cache_row(K, V, i, 0) for K, V, i in cache.layers])
+        rows[:, p] = at; rows[:, p, 3] = cache.pos
+    return rows
+
 # %% ../nbs/2_15_engine.ipynb #1803f73d
 @patch
 def hidden(self: KernelEngine, ids: np.ndarray, cache: KVCache) -> np.ndarray:
@@ -344,7 +360,10 @@ def layer(self: KernelEngine, l: int, L: LayerPlan, ws: Workspace, spans: list):
     for a, b, cache in spans:             # attention: each cache's rows, at its own positions
         K, V, i = cache.layers[l]         # the layer's block or its ring, as its storage keeps it (f16: the bits)
         _qkv_to_cache(ws.qkv[a:b], ws.q[a:b], L.q_norm, L.k_norm, eps, cos, sin, c.rope_neox, K, V, i, cache.pos)
-        A.tiled_attention(ws.q[a:b], K, V, i, cache.pos, c.attn_scale, L.window, ws.att[a:b], c.attn_softcap or 0.0, L.sinks)
+        if ws.decode is None:
+            A.tiled_attention(ws.q[a:b], K, V, i, cache.pos, c.attn_scale, L.window, ws.att[a:b], c.attn_softcap or 0.0, L.sinks)
+    if ws.decode is not None:             # one token of each cache: all of them in one parallel loop (chapter 14)
+        A.decode_attention(ws.q, K, ws.decode[l], c.attn_scale, L.window, ws.att, c.attn_softcap or 0.0, L.sinks)
     if one: L.o.matvec(ws.att1, ws.proj1)
     else: L.o.matmul(ws.att2, ws.proj)
     if L.post_attn_norm is not None: A.rmsnorm(ws.proj, L.post_attn_norm, eps, ws.proj)

@@ -50,6 +50,23 @@ def gemma3_path():
 def real_model_path(request):
     return request.getfixturevalue(f"{request.param}_path")
 
+def check_decode_step(model, depths, rng):
+    """One token of each of several caches at `depths`, in one pass (chapter 14's `decode_attention`, which the engine
+    uses for such a step), against each cache alone: the same logits, exactly."""
+    import numpy as np
+    n_vocab = model.config.n_vocab
+    caches = [model.new_cache(max(depths) + 8) for _ in depths]
+    for cache, depth in zip(caches, depths):
+        if depth: model.forward(rng.integers(0, n_vocab, depth), cache)
+    parts = [(rng.integers(0, n_vocab, 1), cache, 1) for cache in caches]
+    assert model.engine.decode_rows([(ids, cache) for ids, cache, _ in parts]) is not None    # the one-loop path
+    alone = []
+    for ids, cache, n_out in parts:
+        pos = cache.pos
+        alone.append(model.engine.forward(ids, cache, n_out)); cache.rewind(pos)
+    together = model.engine.forward_batch(parts)
+    assert all(np.array_equal(a, b) for a, b in zip(alone, together))
+
 def load_fixture(name):
     import json
     return json.loads((HERE / "fixtures" / name).read_text())

@@ -11,6 +11,7 @@ from llmbook.int8 import host_features
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
 from family_models import write_family_model
+from conftest import check_decode_step
 
 RUNS = ["llama", "llama_swa", "qwen2", "qwen2_untied", "qwen3", "phi3", "phi3_rope_short", "phi3_rope_long", "gemma2"]
 KERNELS = ["float", pytest.param("avx2", marks=pytest.mark.skipif("avx2" not in host_features(), reason="this CPU has no AVX2"))]
@@ -134,3 +135,10 @@ def test_phi3_fused_matrices_are_views(model_file):
         views = [getattr(lw, p) for p in parts]
         assert all(np.shares_memory(v.data, whole.data) for v in views)
         assert b"".join(v.data.tobytes() for v in views) == whole.data.tobytes()
+
+
+@pytest.mark.parametrize("case", ["llama_swa", "gemma2"])
+def test_decode_step_of_several_caches_is_each_alone(model_file, case):
+    "Sliding windows of 8 (rings), Gemma 2's soft cap: one token of each of six caches in one pass, each cache's logits."
+    m = llmbook.load(model_file(fixture(case, "Q4_K_M")), n_ctx=256, deterministic=True)
+    check_decode_step(m, (0, 3, 9, 100, 200, 240), np.random.default_rng(2))

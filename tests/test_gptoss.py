@@ -20,6 +20,7 @@ FAMILIES = families.FAMILIES + moe.FAMILIES    # gpt-oss declares YaRN, a RoPE s
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
 from family_models import write_family_model  # noqa: E402
+from conftest import check_decode_step
 
 HAS_AVX2 = "avx2" in host_features()
 KERNELS = ["float", pytest.param("avx2", marks=pytest.mark.skipif(not HAS_AVX2, reason="this CPU has no AVX2"))]
@@ -367,3 +368,9 @@ def test_gptoss_integer_kernels_round_as_llamacpp(tmp_path, monkeypatch):
         assert cos(kernels["avx2"], as_llamacpp).min() >= 0.9998
         assert cos(kernels["float"], as_llamacpp).min() < 0.999      # the check can tell rounding from none
         assert (1 - cos(kernels["avx2"], ref)).mean() <= (1 - cos(kernels["float"], ref)).mean()
+
+
+def test_decode_step_of_several_caches_is_each_alone(gptoss_file):
+    "gpt-oss's sinks and its window of 8 (rings): one token of each of six caches in one pass, each cache's logits."
+    m = llmbook.load(gptoss_file("MXFP4"), n_ctx=256, deterministic=True)
+    check_decode_step(m, (0, 3, 9, 100, 200, 240), np.random.default_rng(3))

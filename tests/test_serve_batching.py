@@ -11,7 +11,7 @@ import pytest
 import llmbook as lb
 from llmbook.generate import Session
 from llmbook.scheduler import Cancelled, SlotPool
-from conftest import serve_process
+from conftest import check_decode_step, serve_process
 
 
 def run_alone(model, parts):
@@ -41,6 +41,14 @@ def check_forward_batch(model, rng):
 def test_forward_batch_is_each_part_alone(real_model_path, kernels):
     model = lb.load(real_model_path, deterministic=True, kernels=None if kernels == "default" else kernels)
     check_forward_batch(model, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("kernels, cache_type", [("default", "f16"), ("float", "f32"), ("default", "q8_0")])
+def test_decode_step_of_several_caches_is_each_alone(real_model_path, kernels, cache_type):
+    "Depths in one segment, on a segment's edge, over several, past Gemma 3's window (its rings): each cache's logits."
+    model = lb.load(real_model_path, n_ctx=2048, deterministic=True, cache_type=cache_type,
+                    kernels=None if kernels == "default" else kernels)
+    check_decode_step(model, (0, 5, 191, 192, 450, 1100), np.random.default_rng(1))
 
 
 @pytest.fixture(scope="module")
