@@ -40,8 +40,8 @@ def _keep_top_k(ids, logits, k):
     "The `k` candidates with the highest logits, sorted by decreasing logit (`k` <= 0: all of them, sorted)."
     n = len(logits)
     if k <= 0 or k >= n: return _sort_descending(ids, logits)
-    floor = logits[:n // k * k].reshape(k, -1).max(axis=1).min()   # the smallest of k chunks' maxima
-    best_ids, best_logits = _sort_descending(ids[logits >= floor], logits[logits >= floor])
+    near = logits >= logits[:n // k * k].reshape(k, -1).max(axis=1).min()   # at or above the smallest chunk maximum
+    best_ids, best_logits = _sort_descending(ids[near], logits[near])
     return best_ids[:k], best_logits[:k]
 
 # %% ../nbs/1_09_sampling.ipynb #41a9d930

@@ -50,6 +50,14 @@ def gemma3_path():
 def real_model_path(request):
     return request.getfixturevalue(f"{request.param}_path")
 
+def run_alone(model, parts):
+    "Each part (prompt, cache at its position, n_out) through `model.engine.forward` on its own, caches rewound after."
+    out = []
+    for ids, cache, n_out in parts:
+        pos = cache.pos
+        out.append(model.engine.forward(ids, cache, n_out)); cache.rewind(pos)
+    return out
+
 def check_decode_step(model, depths, rng):
     """One token of each of several caches at `depths`, in one pass (chapter 14's `decode_attention`, which the engine
     uses for such a step), against each cache alone: the same logits, exactly."""
@@ -60,11 +68,7 @@ def check_decode_step(model, depths, rng):
         if depth: model.forward(rng.integers(0, n_vocab, depth), cache)
     parts = [(rng.integers(0, n_vocab, 1), cache, 1) for cache in caches]
     assert model.engine.decode_rows([(ids, cache) for ids, cache, _ in parts]) is not None    # the one-loop path
-    alone = []
-    for ids, cache, n_out in parts:
-        pos = cache.pos
-        alone.append(model.engine.forward(ids, cache, n_out)); cache.rewind(pos)
-    together = model.engine.forward_batch(parts)
+    alone, together = run_alone(model, parts), model.engine.forward_batch(parts)
     assert all(np.array_equal(a, b) for a, b in zip(alone, together))
 
 def load_fixture(name):

@@ -11,16 +11,7 @@ import pytest
 import llmbook as lb
 from llmbook.generate import Session
 from llmbook.scheduler import Cancelled, SlotPool
-from conftest import check_decode_step, serve_process
-
-
-def run_alone(model, parts):
-    "Each part (prompt, cache at its position, n_out) through `model.engine.forward` on its own, caches rewound after."
-    out = []
-    for ids, cache, n_out in parts:
-        pos = cache.pos
-        out.append(model.engine.forward(ids, cache, n_out)); cache.rewind(pos)
-    return out
+from conftest import check_decode_step, run_alone, serve_process
 
 
 def check_forward_batch(model, rng):
