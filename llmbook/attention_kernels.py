@@ -16,7 +16,7 @@ from llvmlite import ir
 from .tensors import GGMLType, GGML_TYPES, QTensor
 from .quants import dequantize, quantize
 from .packed import f16_to_f32
-from .int8 import _prefetch_l2, _splat as _splat_ir
+from .int8 import _SMALL_WORK, _prefetch_l2, _splat as _splat_ir
 from .floats import LANES, _vec, _vzero, _fma, _fmadd, _mask, _VF32, _I32, _load, _vsum
 from .kvcache import KVStorage, F32
 
@@ -705,17 +705,19 @@ def _gelu_mul(gate, up, out):
 # %% ../nbs/2_14_attention_kernels.ipynb #219e24dc
 @njit(cache=True, fastmath=FAST, parallel=True)
 def swiglu_stacked(gate_up, out):
-    "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = silu(gate) * up, rows in parallel."
+    "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = silu(gate) * up, rows in parallel when there are many."
     n_ff = out.shape[1]
-    if out.shape[0] == 1: _silu_mul(gate_up[0, :n_ff], gate_up[0, n_ff:], out[0])    # one token: no threads to start
+    if out.size <= _SMALL_WORK:                    # a few tokens: no threads to start
+        for t in range(out.shape[0]): _silu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
     else:
         for t in prange(out.shape[0]): _silu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
 
 @njit(cache=True, fastmath=FAST, parallel=True)
 def geglu_stacked(gate_up, out):
-    "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = gelu_tanh(gate) * up, rows in parallel."
+    "For the output of a stacked gate/up product `(n, 2*n_ff)`: out `(n, n_ff)` = gelu_tanh(gate) * up, rows in parallel when there are many."
     n_ff = out.shape[1]
-    if out.shape[0] == 1: _gelu_mul(gate_up[0, :n_ff], gate_up[0, n_ff:], out[0])
+    if out.size <= _SMALL_WORK:                    # a few tokens: no threads to start
+        for t in range(out.shape[0]): _gelu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
     else:
         for t in prange(out.shape[0]): _gelu_mul(gate_up[t, :n_ff], gate_up[t, n_ff:], out[t])
 
@@ -741,11 +743,12 @@ def decode_attention(q, like, caches, scale, window, out, softcap=0.0, sinks=Non
     n_kv = like.shape[1]
     qscale = np.float32(scale) * _LOG2E
     sink2 = _base2_sinks(sinks, n_heads)
-    first, most = np.empty(n + 1, np.int64), 1                  # each token's first task; its most segments
+    first, most, spans = np.empty(n + 1, np.int64), 1, False    # each token's first task; its most segments
     first[0] = 0
     for p in range(n):
         plan = _plan(1, caches[p, 3], window, n_kv)
         first[p + 1] = first[p] + n_kv * plan[4]; most = max(most, plan[3])
+        s0, s1 = _segments(caches[p, 3], window); spans = spans or s0 != s1
     part_m, part_l = np.empty((n, n_heads, most), np.float32), np.empty((n, n_heads, most), np.float32)
     part_o = np.empty((n, n_heads, most, hd), np.float32)
     for task in prange(first[n]):
@@ -756,7 +759,8 @@ def decode_attention(q, like, caches, scale, window, out, softcap=0.0, sinks=Non
         _attention_task(task - first[p], q[p:p + 1], K, V, caches[p, 3], window, softcap, qscale,
                         _plan(1, caches[p, 3], window, n_kv), out[p:p + 1], part_m[p:p + 1], part_l[p:p + 1],
                         part_o[p:p + 1], sink2)
-    for th in prange(n * n_heads):                             # the tokens whose keys spanned segments
-        p, h = th // n_heads, th % n_heads
-        s0, s1 = _segments(caches[p, 3], window)
-        if s0 != s1: _fold_segments(part_m, part_l, part_o, 0, s1 - s0, p, h, out[p, h], sink2)
+    if spans:
+        for th in prange(n * n_heads):                         # the tokens whose keys spanned segments
+            p, h = th // n_heads, th % n_heads
+            s0, s1 = _segments(caches[p, 3], window)
+            if s0 != s1: _fold_segments(part_m, part_l, part_o, 0, s1 - s0, p, h, out[p, h], sink2)

@@ -161,6 +161,8 @@ def _to_f16(typingctx, x):
     def codegen(context, builder, sig, args): return builder.fpext(builder.fptrunc(args[0], ir.HalfType()), _F32)
     return types.float32(x), codegen
 
+_SMALL_WORK = 8192   # elements a loop does faster alone than by starting numba's threads (~4 us, more when they sleep)
+
 @njit(cache=True, inline="always")    # no fastmath: every caller must round a row exactly alike
 def _q8_row(x, xq, xd, xb, block):
     """One row to int8, as llama.cpp does it. Blocks of 32 (Q8_0/Q8_1): d = max|x| / 127, stored as an f16. Blocks
@@ -193,7 +195,8 @@ def quantize_q8(X, block):
     `xb` `(n, k/16)`, the sums of each 16 int8 values. Rows in parallel when there are several."""
     n, k = X.shape
     xq = np.empty((n, k), np.int8); xd = np.empty((n, k // block), np.float32); xb = np.empty((n, k // 16), np.int16)
-    if n == 1: _q8_row(X[0], xq[0], xd[0], xb[0], block)     # one token: no parallel region to start
+    if n * k <= _SMALL_WORK:                                   # a few tokens: no parallel region to start
+        for t in range(n): _q8_row(X[t], xq[t], xd[t], xb[t], block)
     else:
         for t in prange(n): _q8_row(X[t], xq[t], xd[t], xb[t], block)
     return xq, xd, xb
@@ -1147,11 +1150,18 @@ def _repack_iq4_nl_x8(w, rows_at, n_cols, out):
     _repack_x0(_IQ4_NL, w, rows_at, n_cols, out)
 
 # %% ../nbs/2_13_int8.ipynb #4deacaeb
-def _dot_pair(builder, total, u0, s0, u1, s1):
-    "total + u0 . s0 + u1 . s1 (unsigned by signed bytes, in groups of 4 into 32-bit lanes): two vpdpbusd, or AVX2's four."
-    if has_vnni(): return _dpbusd(builder, _dpbusd(builder, total, u0, s0), u1, s1)
-    pairs = builder.add(_maddubs(builder, u0, s0), _maddubs(builder, u1, s1))   # fits 16 bits for levels below 64
-    return builder.add(total, _madd(builder, pairs, _const(_V16I16, 1)))
+def _dot_pairs(builder, total, operands, fits: int):
+    """total + the sum of u . s over `operands`, [(u, s), ...] (unsigned by signed bytes, in groups of 4 into 32-bit
+    lanes): one vpdpbusd each; on AVX2 one `vpmaddubsw` each, their 16-bit sums added `fits` at a time (as many as
+    16 bits hold for the type's largest level) before one `vpmaddwd` widens them."""
+    if has_vnni():
+        for u, s in operands: total = _dpbusd(builder, total, u, s)
+        return total
+    for i in range(0, len(operands), fits):
+        pairs = [_maddubs(builder, u, s) for u, s in operands[i:i + fits]]
+        while len(pairs) > 1: pairs = [builder.add(*pairs[j:j + 2]) if j + 1 < len(pairs) else pairs[j] for j in range(0, len(pairs), 2)]
+        total = builder.add(total, _madd(builder, pairs[0], _const(_V16I16, 1)))
+    return total
 
 def _dot_signed(builder, total, q, x):
     "total + q . x for signed bytes, in groups of 4 into 32-bit lanes: |q| times x with q's sign, as `_dot_s8s8`."
@@ -1173,6 +1183,7 @@ def _x0_x8_code(kind, builder, pw, tokens):
             for h in range(8):
                 total = _dot_signed(builder, total, _at(builder, pw, 32 * h, _V32I8), _broadcast4(builder, px, 4 * h))
         else:                                           # nibbles: two levels a byte
+            operands = []
             for h in range(4):
                 q = _at(builder, pw, 32 * h, _V32I8)
                 lo, hi = builder.and_(q, _const(_V32I8, 15)), builder.lshr(q, _const(_V32I8, 4))
@@ -1185,7 +1196,8 @@ def _x0_x8_code(kind, builder, pw, tokens):
                     total = _dot_signed(builder, _dot_signed(builder, total, lo, x0), hi, x1)
                     continue
                 if kind == _MXFP4: lo, hi = (_x86(builder, "llvm.x86.avx2.pshuf.b", _V32I8, table, v) for v in (lo, hi))
-                total = _dot_pair(builder, total, lo, x0, hi, x1)
+                operands += [(lo, x0), (hi, x1)]
+            if operands: total = _dot_pairs(builder, total, operands, fits=8 if kind in (_Q4_0, _Q4_1) else 4)
         if off:
             xsum = builder.mul(builder.sext(_at(builder, ps, 0, _I16), _I32), ir.Constant(_I32, off))
             total = builder.sub(total, _splat(builder, xsum, _V8I32))             # the levels' offset: off x sum(x)

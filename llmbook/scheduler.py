@@ -85,6 +85,8 @@ class Batcher:
                 self.thread = threading.Thread(target=self._loop, daemon=True, name="llmbook-batcher")
                 self.thread.start()
             self.queue.append(work); self.expected.discard(work.cache); self.cond.notify_all()
+        flush = getattr(self.local, "flush", None)
+        if flush is not None: flush()            # the events held back, now that the next pass is asked for
         work.done.wait()
         if work.error is not None: raise work.error
         return work.out[0] if len(work.out) == 1 else np.concatenate(work.out)
@@ -246,6 +248,10 @@ def _generate(pool: SlotPool, slot: Slot, job: Job, put):
     "Thread body: generate `job` in `slot`, `put` each event; give the slot back, then `put` the last event."
     s, last = slot.session, ("error", RuntimeError("the generation thread stopped"))
     pool.batcher.local.cancel = job.cancel               # a prompt cancelled between chunks stops there
+    held = []
+    def flush():
+        if held: items = held[:]; held.clear(); put(items)
+    pool.batcher.local.flush = flush
     try:
         if job.reuse: s.reuse_prefix(job.ids)
         else: s.reset(); s.pending = list(job.ids)       # the whole prompt runs, from position 0
@@ -254,15 +260,16 @@ def _generate(pool: SlotPool, slot: Slot, job: Job, put):
         if job.reply is not None: stream = Stream(job.reply.turn(stream, s.tokenizer, details=True))   # the parts apart
         for step in stream:
             if job.t_first is None: job.t_first = time.perf_counter()
-            put(("step", step))
+            held.append(("step", step))
         last = ("done", stream.result)
         if pool.metrics is not None: pool.metrics.generated(job, stream.result)
     except Exception as e:                               # to the client as an error, never a dead thread
         last = ("error", e)
     finally:
+        pool.batcher.local.flush = None
         pool.batcher.leave(s.cache)
         pool.loop.call_soon_threadsafe(pool.release, slot)
-        put(last)
+        held.append(last); flush()
 
 # %% ../nbs/4_27_scheduler.ipynb #35597415
 @patch
@@ -272,7 +279,7 @@ async def run(self: SlotPool, job: Job, slot: Slot | None = None):
     if slot is None: slot = await self.acquire(job.ids)
     slot.n_requests += 1; job.slot = slot.id; job.started = True
     events = asyncio.Queue()
-    put = lambda item: self.loop.call_soon_threadsafe(events.put_nowait, item)
+    put = lambda items: self.loop.call_soon_threadsafe(lambda: [events.put_nowait(item) for item in items])
     threading.Thread(target=_generate, args=(self, slot, job, put), daemon=True).start()
     try:
         while True:
