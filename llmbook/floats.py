@@ -14,7 +14,7 @@ from llvmlite import ir
 from .tensors import GGMLType, QTensor
 from .packed import Matrix
 from .runtime import choose_threading_layer
-from .int8 import target_features, host_features, _features, _byte_ptr, _x86, rows_in_place
+from .int8 import target_features, _byte_ptr, _x86, rows_in_place
 
 # %% ../nbs/2_13_floats.ipynb #f885a07e
 class _Lanes(types.Type):
@@ -109,12 +109,11 @@ def _vsum(typingctx, acc):
 
 # %% ../nbs/2_13_floats.ipynb #93a1430f
 _CHAINS = 1 if LANES == 16 else 2            # vectors of sums per row: AVX2's shorter vectors need two to keep up
-_RUN = 16 * LANES                            # AVX2: positions a chain takes before the other takes as many
 
 @njit(inline="always")
-def _runs(n, k0):
-    "In the pair of runs from position k0 of a row of n: how far chain a's run and chain b's run go (b's may be empty)."
-    return min(_RUN, n - k0), min(_RUN, max(0, n - k0 - _RUN))
+def _pairs_end(n):
+    "With two chains: where the row's whole pairs of vectors (an even one for a, an odd one for b) end; past it, a's last vector."
+    return n // (2 * LANES) * (2 * LANES)
 
 @njit(inline="always")
 def _weight_bytes(kind):
@@ -125,27 +124,25 @@ def _weight_bytes(kind):
 _WIDE = 4096         # inputs per row past which the float32 activations (16 KB) crowd the weights out of L1
 
 @njit(inline="always")
+def _four_steps(kind, w, o0, o1, o2, o3, x, k, s):
+    "Four rows' sums `s` with the products at position k added: one load of the activations for all four."
+    v, c = _load(x, k), _weight_bytes(kind) * k
+    return (_fma(_widen_lanes(kind, w, o0 + c), v, s[0]), _fma(_widen_lanes(kind, w, o1 + c), v, s[1]),
+            _fma(_widen_lanes(kind, w, o2 + c), v, s[2]), _fma(_widen_lanes(kind, w, o3 + c), v, s[3]))
+
+@njit(inline="always")
 def _four_row_sums(kind, w, o0, o1, o2, o3, x):
-    "The sums of four rows at once, each exactly as the one-row loop sums it: one load of each activation vector for all four."
-    size, n = _weight_bytes(kind), x.size
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = _vzero()
+    "The sums of four rows at once, each exactly as the one-row loop sums it."
+    n, z = x.size, _vzero()
+    a = b = (z, z, z, z)
     if _CHAINS == 1:
-        for k in range(0, n, LANES):
-            v, c = _load(x, k), size * k
-            a0 = _fma(_widen_lanes(kind, w, o0 + c), v, a0); a1 = _fma(_widen_lanes(kind, w, o1 + c), v, a1)
-            a2 = _fma(_widen_lanes(kind, w, o2 + c), v, a2); a3 = _fma(_widen_lanes(kind, w, o3 + c), v, a3)
-        return _vsum(a0), _vsum(a1), _vsum(a2), _vsum(a3)
-    for k0 in range(0, n, 2 * _RUN):
-        ea, eb = _runs(n, k0)
-        for k in range(k0, k0 + ea, LANES):
-            v, c = _load(x, k), size * k
-            a0 = _fma(_widen_lanes(kind, w, o0 + c), v, a0); a1 = _fma(_widen_lanes(kind, w, o1 + c), v, a1)
-            a2 = _fma(_widen_lanes(kind, w, o2 + c), v, a2); a3 = _fma(_widen_lanes(kind, w, o3 + c), v, a3)
-        for k in range(k0 + _RUN, k0 + _RUN + eb, LANES):
-            v, c = _load(x, k), size * k
-            b0 = _fma(_widen_lanes(kind, w, o0 + c), v, b0); b1 = _fma(_widen_lanes(kind, w, o1 + c), v, b1)
-            b2 = _fma(_widen_lanes(kind, w, o2 + c), v, b2); b3 = _fma(_widen_lanes(kind, w, o3 + c), v, b3)
-    return _vsum(a0) + _vsum(b0), _vsum(a1) + _vsum(b1), _vsum(a2) + _vsum(b2), _vsum(a3) + _vsum(b3)
+        for k in range(0, n, LANES): a = _four_steps(kind, w, o0, o1, o2, o3, x, k, a)
+        return _vsum(a[0]), _vsum(a[1]), _vsum(a[2]), _vsum(a[3])
+    whole = _pairs_end(n)
+    for k in range(0, whole, 2 * LANES):
+        a = _four_steps(kind, w, o0, o1, o2, o3, x, k, a); b = _four_steps(kind, w, o0, o1, o2, o3, x, k + LANES, b)
+    if whole < n: a = _four_steps(kind, w, o0, o1, o2, o3, x, whole, a)
+    return _vsum(a[0]) + _vsum(b[0]), _vsum(a[1]) + _vsum(b[1]), _vsum(a[2]) + _vsum(b[2]), _vsum(a[3]) + _vsum(b[3])
 
 # %% ../nbs/2_13_floats.ipynb #093d52ec
 @njit(cache=True, parallel=True)
@@ -159,17 +156,12 @@ def _matvec_float(kind, w, rows_at, x, out):
             if _CHAINS == 1:
                 for k in range(0, n, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
                 out[r] = _vsum(a)
-            else:                                 # runs of k in turn into a and b
-                b, whole = _vzero(), n // (2 * _RUN) * (2 * _RUN)
-                for k0 in range(0, whole, 2 * _RUN):
-                    for k in range(k0, k0 + _RUN, LANES):
-                        a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
-                        b = _fma(_widen_lanes(kind, w, o + size * (k + _RUN)), _load(x, k + _RUN), b)
-                ea, eb = _runs(n, whole)          # the last, short pair of runs
-                for k in range(whole, whole + eb, LANES):
+            else:                                 # the even vectors into a, the odd ones into b
+                b, whole = _vzero(), _pairs_end(n)
+                for k in range(0, whole, 2 * LANES):
                     a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
-                    b = _fma(_widen_lanes(kind, w, o + size * (k + _RUN)), _load(x, k + _RUN), b)
-                for k in range(whole + eb, whole + ea, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
+                    b = _fma(_widen_lanes(kind, w, o + size * (k + LANES)), _load(x, k + LANES), b)
+                if whole < n: a = _fma(_widen_lanes(kind, w, o + size * whole), _load(x, whole), a)
                 out[r] = _vsum(a) + _vsum(b)
     else:                                         # wide rows: four at a time
         last = rows_at.size - 1
@@ -177,15 +169,6 @@ def _matvec_float(kind, w, rows_at, x, out):
             r0, r1, r2, r3 = 4 * g, min(4 * g + 1, last), min(4 * g + 2, last), min(4 * g + 3, last)
             s0, s1, s2, s3 = _four_row_sums(kind, w, rows_at[r0], rows_at[r1], rows_at[r2], rows_at[r3], x)
             out[r3] = s3; out[r2] = s2; out[r1] = s1; out[r0] = s0   # a repeated last row gets the same value
-
-# %% ../nbs/2_13_floats.ipynb #3c894be3
-def _vector_registers() -> int:
-    "Vector registers the code numba makes may use: 32 with AVX-512 (ymm16-31 too, at AVX2's width), else 16."
-    flat = numba.config.CPU_FEATURES              # NUMBA_CPU_NAME alone still hands LLVM the host's features
-    features = _features(flat) if flat else host_features()
-    return 32 if "avx512f" in features else 16
-
-_REGISTERS = _vector_registers()
 
 # %% ../nbs/2_13_floats.ipynb #386ab454
 @njit(inline="always")
@@ -220,46 +203,30 @@ def _six_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, at):
                  a20, a21, a22, a23, a24, a25, a30, a31, a32, a33, a34, a35), A, at)
 
 @njit(inline="always")
-def _three_steps(kind, w, p0, p1, p2, X, t0, t1, t2, t3, k, s):
-    "One step of three rows by four tokens at position k: the 12 sums `s` with the products added."
+def _pair_step(kind, w, p0, p1, p2, X, ta, tb, k, s):
+    "Three rows by tokens ta, tb at position k: the six sums `s` (token ta's three, then tb's) with the products added."
     c = _weight_bytes(kind) * k
     w0 = _widen_lanes(kind, w, p0 + c); w1 = _widen_lanes(kind, w, p1 + c); w2 = _widen_lanes(kind, w, p2 + c)
-    x0, x1, x2, x3 = _load(X[t0], k), _load(X[t1], k), _load(X[t2], k), _load(X[t3], k)
-    return (_fma(w0, x0, s[0]), _fma(w1, x0, s[1]), _fma(w2, x0, s[2]), _fma(w0, x1, s[3]), _fma(w1, x1, s[4]),
-            _fma(w2, x1, s[5]), _fma(w0, x2, s[6]), _fma(w1, x2, s[7]), _fma(w2, x2, s[8]), _fma(w0, x3, s[9]),
-            _fma(w1, x3, s[10]), _fma(w2, x3, s[11]))
+    xa, xb = _load(X[ta], k), _load(X[tb], k)
+    return _fma(w0, xa, s[0]), _fma(w1, xa, s[1]), _fma(w2, xa, s[2]), _fma(w0, xb, s[3]), _fma(w1, xb, s[4]), _fma(w2, xb, s[5])
 
 @njit(inline="always")
-def _store_three(s, A, b):
-    "The 12 sums of three rows by four tokens, at their places in A (token i, row j at b + (6 i + j) LANES)."
-    for i in range(4):
-        _store(s[3 * i], A, b + 6 * i * LANES); _store(s[3 * i + 1], A, b + (6 * i + 1) * LANES)
-        _store(s[3 * i + 2], A, b + (6 * i + 2) * LANES)
+def _store_pair(s, A, at):
+    "The six sums of three rows by two tokens at their places in A: the first token's three from `at`, the second's 6 vectors on."
+    for j in range(3): _store(s[j], A, at + j * LANES); _store(s[3 + j], A, at + (6 + j) * LANES)
 
 @njit(inline="always")
-def _three_by_four_chains(kind, w, o, X, t0, t1, t2, t3, n, A, at, j0):
-    """Rows j0..j0+2 of the six by tokens t0..t3, both chains in one pass: each run's products into its chain's 12
-    sums, at their places in A (chain b's 24 vectors after chain a's)."""
+def _three_by_two(kind, w, o, X, ta, tb, n, A, at, j0, i0):
+    """Rows j0..j0+2 of the six by tokens ta and tb (slots i0 and i0 + 1 of the block), both chains over the whole
+    row: chain a's 6 sums and chain b's 6 at their places in A (token i, row j at at + (6 i + j) LANES, b's 24 vectors on)."""
     z = _vzero()
-    sa = sb = (z, z, z, z, z, z, z, z, z, z, z, z)
+    a = b = (z, z, z, z, z, z)
     p0, p1, p2 = o[j0], o[j0 + 1], o[j0 + 2]
-    for k0 in range(0, n, 2 * _RUN):
-        ea, eb = _runs(n, k0)
-        for k in range(k0, k0 + ea, LANES): sa = _three_steps(kind, w, p0, p1, p2, X, t0, t1, t2, t3, k, sa)
-        for k in range(k0 + _RUN, k0 + _RUN + eb, LANES): sb = _three_steps(kind, w, p0, p1, p2, X, t0, t1, t2, t3, k, sb)
-    _store_three(sa, A, at + j0 * LANES); _store_three(sb, A, at + (24 + j0) * LANES)
-
-@njit(inline="always")
-def _three_by_four_chain(kind, w, o, X, t0, t1, t2, t3, n, A, at, j0, chain):
-    "For 16 registers: rows j0..j0+2 by tokens t0..t3 over one chain's runs, 12 sums, at their places in A."
-    z = _vzero()
-    s = (z, z, z, z, z, z, z, z, z, z, z, z)
-    p0, p1, p2 = o[j0], o[j0 + 1], o[j0 + 2]
-    for k0 in range(0, n, 2 * _RUN):
-        ea, eb = _runs(n, k0)
-        for k in range(k0 + chain * _RUN, k0 + chain * _RUN + (eb if chain else ea), LANES):
-            s = _three_steps(kind, w, p0, p1, p2, X, t0, t1, t2, t3, k, s)
-    _store_three(s, A, at + (24 * chain + j0) * LANES)
+    whole = _pairs_end(n)
+    for k in range(0, whole, 2 * LANES):
+        a = _pair_step(kind, w, p0, p1, p2, X, ta, tb, k, a); b = _pair_step(kind, w, p0, p1, p2, X, ta, tb, k + LANES, b)
+    if whole < n: a = _pair_step(kind, w, p0, p1, p2, X, ta, tb, whole, a)
+    _store_pair(a, A, at + (6 * i0 + j0) * LANES); _store_pair(b, A, at + (24 + 6 * i0 + j0) * LANES)
 
 # %% ../nbs/2_13_floats.ipynb #e804c9db
 @njit(inline="always")
@@ -292,11 +259,9 @@ def _gemm_float(kind, w, rows_at, X, out, col0):
                 t0, t1, t2, t3 = 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt)
                 at = 24 * LANES * _CHAINS * b
                 if _CHAINS == 1: _six_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, at)
-                elif _REGISTERS == 32:
-                    for j0 in (0, 3): _three_by_four_chains(kind, w, o, X, t0, t1, t2, t3, n, A, at, j0)
                 else:
                     for j0 in (0, 3):
-                        for chain in range(2): _three_by_four_chain(kind, w, o, X, t0, t1, t2, t3, n, A, at, j0, chain)
+                        _three_by_two(kind, w, o, X, t0, t1, n, A, at, j0, 0); _three_by_two(kind, w, o, X, t2, t3, n, A, at, j0, 2)
             _put_sums(A, out, r, col0, n_blocks, lt)
 
 # %% ../nbs/2_13_floats.ipynb #73c2a9af
