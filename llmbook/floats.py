@@ -108,17 +108,19 @@ def _vsum(typingctx, acc):
     return types.float32(acc), codegen
 
 # %% ../nbs/2_13_floats.ipynb #93a1430f
-_CHAINS = 1 if LANES == 16 else 2            # vectors of sums per row: AVX2's shorter vectors need two to keep up
-
-@njit(inline="always")
-def _pairs_end(n):
-    "With two chains: where the row's whole pairs of vectors (an even one for a, an odd one for b) end; past it, a's last vector."
-    return n // (2 * LANES) * (2 * LANES)
-
 @njit(inline="always")
 def _weight_bytes(kind):
     "Bytes of one weight of `kind`: 2 for F16 and BF16, 4 for F32 (a constant where `kind` is)."
     return 4 if kind == "f32" else 2
+
+@njit(inline="always")
+def _two_row_sums(kind, w, o0, o1, x):
+    "The sums of the rows at byte offsets o0 and o1, each one chain in the order of k: two independent multiply-adds a step."
+    size, a, b = _weight_bytes(kind), _vzero(), _vzero()
+    for k in range(0, x.size, LANES):
+        v = _load(x, k)
+        a = _fma(_widen_lanes(kind, w, o0 + size * k), v, a); b = _fma(_widen_lanes(kind, w, o1 + size * k), v, b)
+    return _vsum(a), _vsum(b)
 
 # %% ../nbs/2_13_floats.ipynb #1ef60673
 _WIDE = 4096         # inputs per row past which the float32 activations (16 KB) crowd the weights out of L1
@@ -132,43 +134,29 @@ def _four_steps(kind, w, o0, o1, o2, o3, x, k, s):
 
 @njit(inline="always")
 def _four_row_sums(kind, w, o0, o1, o2, o3, x):
-    "The sums of four rows at once, each exactly as the one-row loop sums it."
-    n, z = x.size, _vzero()
-    a = b = (z, z, z, z)
-    if _CHAINS == 1:
-        for k in range(0, n, LANES): a = _four_steps(kind, w, o0, o1, o2, o3, x, k, a)
-        return _vsum(a[0]), _vsum(a[1]), _vsum(a[2]), _vsum(a[3])
-    whole = _pairs_end(n)
-    for k in range(0, whole, 2 * LANES):
-        a = _four_steps(kind, w, o0, o1, o2, o3, x, k, a); b = _four_steps(kind, w, o0, o1, o2, o3, x, k + LANES, b)
-    if whole < n: a = _four_steps(kind, w, o0, o1, o2, o3, x, whole, a)
-    return _vsum(a[0]) + _vsum(b[0]), _vsum(a[1]) + _vsum(b[1]), _vsum(a[2]) + _vsum(b[2]), _vsum(a[3]) + _vsum(b[3])
+    "The sums of four rows at once, each one chain in the order of k, as alone."
+    z = _vzero()
+    s = (z, z, z, z)
+    for k in range(0, x.size, LANES): s = _four_steps(kind, w, o0, o1, o2, o3, x, k, s)
+    return _vsum(s[0]), _vsum(s[1]), _vsum(s[2]), _vsum(s[3])
 
 # %% ../nbs/2_13_floats.ipynb #093d52ec
 @njit(cache=True, parallel=True)
 def _matvec_float(kind, w, rows_at, x, out):
     "out = W @ x for the float weights of `kind`, rows at byte offsets `rows_at` of `w`."
     numba.literally(kind)
-    size, n = _weight_bytes(kind), x.size
-    if n <= _WIDE:
-        for r in prange(rows_at.size):
-            o, a = rows_at[r], _vzero()
-            if _CHAINS == 1:
-                for k in range(0, n, LANES): a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
-                out[r] = _vsum(a)
-            else:                                 # the even vectors into a, the odd ones into b
-                b, whole = _vzero(), _pairs_end(n)
-                for k in range(0, whole, 2 * LANES):
-                    a = _fma(_widen_lanes(kind, w, o + size * k), _load(x, k), a)
-                    b = _fma(_widen_lanes(kind, w, o + size * (k + LANES)), _load(x, k + LANES), b)
-                if whole < n: a = _fma(_widen_lanes(kind, w, o + size * whole), _load(x, whole), a)
-                out[r] = _vsum(a) + _vsum(b)
-    else:                                         # wide rows: four at a time
-        last = rows_at.size - 1
+    last = rows_at.size - 1
+    if x.size <= _WIDE:                           # rows r and r + half: two streams, each in pages of its own
+        half = (last + 2) // 2
+        for r in prange(half):
+            r1 = min(r + half, last)
+            s0, s1 = _two_row_sums(kind, w, rows_at[r], rows_at[r1], x)
+            out[r1] = s1; out[r] = s0             # a repeated last row gets the same value
+    else:                                         # wide rows: four neighbours at a time
         for g in prange((last + 4) // 4):
             r0, r1, r2, r3 = 4 * g, min(4 * g + 1, last), min(4 * g + 2, last), min(4 * g + 3, last)
             s0, s1, s2, s3 = _four_row_sums(kind, w, rows_at[r0], rows_at[r1], rows_at[r2], rows_at[r3], x)
-            out[r3] = s3; out[r2] = s2; out[r1] = s1; out[r0] = s0   # a repeated last row gets the same value
+            out[r3] = s3; out[r2] = s2; out[r1] = s1; out[r0] = s0
 
 # %% ../nbs/2_13_floats.ipynb #386ab454
 @njit(inline="always")
@@ -203,45 +191,35 @@ def _six_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, at):
                  a20, a21, a22, a23, a24, a25, a30, a31, a32, a33, a34, a35), A, at)
 
 @njit(inline="always")
-def _pair_step(kind, w, p0, p1, p2, X, ta, tb, k, s):
-    "Three rows by tokens ta, tb at position k: the six sums `s` (token ta's three, then tb's) with the products added."
-    c = _weight_bytes(kind) * k
-    w0 = _widen_lanes(kind, w, p0 + c); w1 = _widen_lanes(kind, w, p1 + c); w2 = _widen_lanes(kind, w, p2 + c)
-    xa, xb = _load(X[ta], k), _load(X[tb], k)
-    return _fma(w0, xa, s[0]), _fma(w1, xa, s[1]), _fma(w2, xa, s[2]), _fma(w0, xb, s[3]), _fma(w1, xb, s[4]), _fma(w2, xb, s[5])
-
-@njit(inline="always")
-def _store_pair(s, A, at):
-    "The six sums of three rows by two tokens at their places in A: the first token's three from `at`, the second's 6 vectors on."
-    for j in range(3): _store(s[j], A, at + j * LANES); _store(s[3 + j], A, at + (6 + j) * LANES)
-
-@njit(inline="always")
-def _three_by_two(kind, w, o, X, ta, tb, n, A, at, j0, i0):
-    """Rows j0..j0+2 of the six by tokens ta and tb (slots i0 and i0 + 1 of the block), both chains over the whole
-    row: chain a's 6 sums and chain b's 6 at their places in A (token i, row j at at + (6 i + j) LANES, b's 24 vectors on)."""
-    z = _vzero()
-    a = b = (z, z, z, z, z, z)
+def _three_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, at, j0):
+    """Rows j0..j0+2 of the six (byte offsets `o`) by tokens t0..t3, one chain each over the whole row: 12 sums at
+    their places in A, token i's sum with row j at at + (6 i + j) LANES, as `_six_by_four` puts them."""
+    size = _weight_bytes(kind)
     p0, p1, p2 = o[j0], o[j0 + 1], o[j0 + 2]
-    whole = _pairs_end(n)
-    for k in range(0, whole, 2 * LANES):
-        a = _pair_step(kind, w, p0, p1, p2, X, ta, tb, k, a); b = _pair_step(kind, w, p0, p1, p2, X, ta, tb, k + LANES, b)
-    if whole < n: a = _pair_step(kind, w, p0, p1, p2, X, ta, tb, whole, a)
-    _store_pair(a, A, at + (6 * i0 + j0) * LANES); _store_pair(b, A, at + (24 + 6 * i0 + j0) * LANES)
+    a00 = a01 = a02 = a10 = a11 = a12 = a20 = a21 = a22 = a30 = a31 = a32 = _vzero()
+    for k in range(0, n, LANES):
+        c = size * k
+        w0 = _widen_lanes(kind, w, p0 + c); w1 = _widen_lanes(kind, w, p1 + c); w2 = _widen_lanes(kind, w, p2 + c)
+        x = _load(X[t0], k)
+        a00 = _fma(w0, x, a00); a01 = _fma(w1, x, a01); a02 = _fma(w2, x, a02)
+        x = _load(X[t1], k)
+        a10 = _fma(w0, x, a10); a11 = _fma(w1, x, a11); a12 = _fma(w2, x, a12)
+        x = _load(X[t2], k)
+        a20 = _fma(w0, x, a20); a21 = _fma(w1, x, a21); a22 = _fma(w2, x, a22)
+        x = _load(X[t3], k)
+        a30 = _fma(w0, x, a30); a31 = _fma(w1, x, a31); a32 = _fma(w2, x, a32)
+    s = (a00, a01, a02, a10, a11, a12, a20, a21, a22, a30, a31, a32)
+    for i in range(4):
+        for j in range(3): _store(s[3 * i + j], A, at + (6 * i + j0 + j) * LANES)
 
 # %% ../nbs/2_13_floats.ipynb #e804c9db
-@njit(inline="always")
-def _chain_sums(A, at):
-    "A (token, row)'s sum from its chains' vectors in A (the first at `at`, the next 24 vectors on): as the one-token kernel adds them."
-    if _CHAINS == 1: return _vsum(_load(A, at))
-    return _vsum(_load(A, at)) + _vsum(_load(A, at + 24 * LANES))
-
 @njit(inline="always")
 def _put_sums(A, out, r, col0, n_blocks, lt):
     "Each block's (token, row) sums from A into out: the six rows `r` of the group, at columns col0 + r."
     for b in range(n_blocks):
         t = (4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt))
         for i in range(3, -1, -1):                    # reversed: a repeated token or row keeps slot 0's value
-            for j in range(5, -1, -1): out[t[i], col0 + r[j]] = _chain_sums(A, 24 * LANES * _CHAINS * b + (6 * i + j) * LANES)
+            for j in range(5, -1, -1): out[t[i], col0 + r[j]] = _vsum(_load(A, 24 * LANES * b + (6 * i + j) * LANES))
 
 @njit(cache=True, parallel=True)
 def _gemm_float(kind, w, rows_at, X, out, col0):
@@ -251,17 +229,16 @@ def _gemm_float(kind, w, rows_at, X, out, col0):
     n_blocks = (lt + 4) // 4                                # blocks of 4 tokens
     n_groups = (last + 6) // 6; n_tasks = min(n_groups, 64) # groups of 6 rows
     for c in prange(n_tasks):
-        A = np.empty(n_blocks * _CHAINS * 24 * LANES, np.float32)   # each block's 24 vectors of sums per chain
+        A = np.empty(n_blocks * 24 * LANES, np.float32)     # each block's 24 vectors of sums
         for g in range(c * n_groups // n_tasks, (c + 1) * n_groups // n_tasks):
             r = (6 * g, min(6 * g + 1, last), min(6 * g + 2, last), min(6 * g + 3, last), min(6 * g + 4, last), min(6 * g + 5, last))
             o = (rows_at[r[0]], rows_at[r[1]], rows_at[r[2]], rows_at[r[3]], rows_at[r[4]], rows_at[r[5]])
             for b in range(n_blocks):
                 t0, t1, t2, t3 = 4 * b, min(4 * b + 1, lt), min(4 * b + 2, lt), min(4 * b + 3, lt)
-                at = 24 * LANES * _CHAINS * b
-                if _CHAINS == 1: _six_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, at)
+                if LANES == 16: _six_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, 24 * LANES * b)
                 else:
-                    for j0 in (0, 3):
-                        _three_by_two(kind, w, o, X, t0, t1, n, A, at, j0, 0); _three_by_two(kind, w, o, X, t2, t3, n, A, at, j0, 2)
+                    _three_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, 24 * LANES * b, 0)
+                    _three_by_four(kind, w, o, X, t0, t1, t2, t3, n, A, 24 * LANES * b, 3)
             _put_sums(A, out, r, col0, n_blocks, lt)
 
 # %% ../nbs/2_13_floats.ipynb #73c2a9af

@@ -35,7 +35,7 @@ def test_batch_rows_are_the_one_token_products(t, n_rows, n_tokens):
 
 @pytest.mark.parametrize("t", TYPES)
 def test_long_rows(t):
-    "Rows of 1056 inputs (AVX2: four whole runs of each chain and a short one of a): the batch's rows are the one-token products."
+    "Rows of 1056 inputs, 13 of them (an odd count: the one-token kernel sums the last row twice): the batch's rows are the one-token products."
     rng = np.random.default_rng(5)
     n = 1056
     W = (rng.standard_normal((13, n)) * 0.05).astype(np.float32); X = rng.standard_normal((6, n)).astype(np.float32)
@@ -45,8 +45,8 @@ def test_long_rows(t):
 
 @pytest.mark.parametrize("t", TYPES)
 def test_odd_and_even_vectors(t):
-    """Rows of an odd number of vectors (AVX2's chain a takes the last one alone) and of an even number, narrow and
-    wide: both kernels give each chain the same positions."""
+    """Rows of an odd number of vectors and of an even number, narrow and wide, 11 rows (an odd count: pairs of rows
+    r and r + 6, the last row twice): each (token, row) is one chain in both kernels."""
     from llmbook.floats import LANES
     rng = np.random.default_rng(7)
     for n in (LANES, 2 * LANES, 5 * LANES, 36 * LANES, 37 * LANES):
@@ -121,7 +121,7 @@ def _avx2_only_features() -> str:
 
 
 def test_avx2_code(tmp_path):
-    """The code a CPU without AVX-512 runs (AVX2's 8 lanes, two chains taking the even and the odd vectors of a row),
+    """The code a CPU without AVX-512 runs (AVX2's 8 lanes, the batch's three-by-four tile in 16 registers),
     made in a fresh process and cache by NUMBA_CPU_NAME=haswell and NUMBA_CPU_FEATURES without AVX-512, on any x86
     host with AVX2: a token's row of the batch is still the one-token product."""
     import os, subprocess, sys
@@ -130,11 +130,11 @@ def test_avx2_code(tmp_path):
     env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=_avx2_only_features(), NUMBA_CACHE_DIR=str(tmp_path))
     code = """
 import numpy as np
-from llmbook.floats import FloatMatrix, LANES, _CHAINS, _WIDE
+from llmbook.floats import FloatMatrix, LANES, _WIDE
 from llmbook.tensors import QTensor
-assert (LANES, _CHAINS) == (8, 2), (LANES, _CHAINS)
+assert LANES == 8, LANES
 rng = np.random.default_rng(3)
-for n in (5 * LANES, 72 * LANES, _WIDE + 3 * LANES, _WIDE + 2 * LANES):   # odd and even vectors; four rows at a time
+for n in (5 * LANES, 72 * LANES, _WIDE + 3 * LANES, _WIDE + 2 * LANES):   # odd and even vectors; pairs, then four rows at a time
     W = (rng.standard_normal((13, n)) * 0.05).astype(np.float16); X = rng.standard_normal((7, n)).astype(np.float32)
     m = FloatMatrix(QTensor.from_array(W))
     batch = m.matmul(X)
