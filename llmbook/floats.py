@@ -350,17 +350,26 @@ def _join(typingctx, lo, hi):
     def codegen(context, builder, sig, args): return builder.shuffle_vector(args[0], args[1], _mask(range(16)))
     return _vec(lo, hi), codegen
 
+@njit(inline="always")
+def _two_row_sums_bf16(w, o0, o1, xb):
+    "The sums of the rows at byte offsets o0 and o1 with the BF16 activations xb, each in two halves: four chains a step."
+    lo0, hi0, lo1, hi1 = _half_zero(), _half_zero(), _half_zero(), _half_zero()
+    for k in range(0, xb.size, 32):
+        lo0 = _dot_bf16_half(lo0, w, o0 + 2 * k, xb, k); hi0 = _dot_bf16_half(hi0, w, o0 + 2 * k + 32, xb, k + 16)
+        lo1 = _dot_bf16_half(lo1, w, o1 + 2 * k, xb, k); hi1 = _dot_bf16_half(hi1, w, o1 + 2 * k + 32, xb, k + 16)
+    return _vsum(_join(lo0, hi0)), _vsum(_join(lo1, hi1))
+
 @njit(cache=True, parallel=True)
 def _matvec_bf16_dot(w, rows_at, x, out):
     "out = W @ x for BF16 weights by `vdpbf16ps` in halves, rows at byte offsets `rows_at` of `w`; x rounded to BF16 first."
-    n = x.size
-    xb = _aligned_bf16(1, n)[0]
+    xb = _aligned_bf16(1, x.size)[0]
     _round_to_bf16(x, xb)
-    for r in prange(rows_at.size):
-        o, lo, hi = rows_at[r], _half_zero(), _half_zero()
-        for k in range(0, n, 32):
-            lo = _dot_bf16_half(lo, w, o + 2 * k, xb, k); hi = _dot_bf16_half(hi, w, o + 2 * k + 32, xb, k + 16)
-        out[r] = _vsum(_join(lo, hi))
+    last = rows_at.size - 1
+    half = (last + 2) // 2                        # rows r and r + half, as `_matvec_float` reads them
+    for r in prange(half):
+        r1 = min(r + half, last)
+        s0, s1 = _two_row_sums_bf16(w, rows_at[r], rows_at[r1], xb)
+        out[r1] = s1; out[r] = s0                 # a repeated last row gets the same value
 
 # %% ../nbs/2_13_floats.ipynb #210b6f97
 @njit(inline="always")

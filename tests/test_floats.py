@@ -89,12 +89,13 @@ def test_stacked_in_place_and_threads(t):
 
 def test_bf16_by_vdpbf16ps():
     """Where the CPU multiplies BF16 pairs (AVX512_BF16), BF16 rows a multiple of 32 wide run on `vdpbf16ps`: the
-    one-token kernel's two 256-bit halves give the batch tile's 512-bit sums bit for bit, from one step of 32 to many,
-    both as float64 multiplies the BF16-rounded activations. Rows of another width keep the widening kernels."""
+    one-token kernel (two rows side by side, each in two 256-bit halves) gives the batch tile's 512-bit sums bit for
+    bit, from one step of 32 to many and from one row to many, both as float64 multiplies the BF16-rounded
+    activations. Rows of another width keep the widening kernels."""
     from llmbook.floats import BF16_DOT, _matvec_bf16_dot, _matvec_bf16
     if not BF16_DOT: pytest.skip("this CPU's code has no AVX512_BF16")
     rng = np.random.default_rng(13)
-    for n, n_rows, n_tokens in ((32, 5, 3), (576, 37, 7), (2080, 13, 9), (8192, 11, 5)):
+    for n, n_rows, n_tokens in ((32, 5, 3), (64, 1, 2), (576, 37, 7), (2080, 13, 9), (8192, 11, 5)):
         W = (rng.standard_normal((n_rows, n)) * 0.1).astype(np.float32); X = rng.standard_normal((n_tokens, n)).astype(np.float32)
         qt = as_qtensor(W, GGMLType.BF16); m = FloatMatrix(qt)
         assert m._matvec is _matvec_bf16_dot
