@@ -887,22 +887,24 @@ def _prefetch_l2(typingctx, w, offset, n):
     "Ask for bytes offset..offset+n of `w` in the L2 cache, not in L1 (`prefetcht1`, one request per 64-byte line)."
     return types.void(w, offset, n), _prefetch_lines(2)
 
-_AHEAD = 4            # the batch kernels ask for the weights of the group-block this many ahead
+_AHEAD = 4            # the kernels ask for the weights of the group-block this many ahead
 
 # %% ../nbs/2_13_int8.ipynb #a03c5c5d
 @njit(cache=True, parallel=True)
 def _matvec_x8(kind, wp, n_rows, x, out):
     "out = the repacked matrix `wp` of type `kind` times the vector x."
     numba.literally(kind)
-    group, block, sums_of, _ = _x8_layout(kind)
-    nb = x.size // block
+    group, block, sums_of, prefetch = _x8_layout(kind)
+    nb, end = x.size // block, wp.size - group
     xq, xd, xb = quantize_q8(x.reshape(1, -1), block)
     sums = xb if sums_of == 16 else _sums32(xb)
     per = block // sums_of                         # sums a block has
     for g in prange(n_rows // 8):
         acc = vzero()
         for b in range(nb):
-            (acc,) = _x8_dot(kind, (acc,), wp, (g * nb + b) * group, xq, (block * b,), sums, (per * b,), (xd[0, b],))
+            wo = (g * nb + b) * group
+            if prefetch: _prefetch_l2(wp, min(wo + _AHEAD * group, end), group)   # more lines in flight from memory
+            (acc,) = _x8_dot(kind, (acc,), wp, wo, xq, (block * b,), sums, (per * b,), (xd[0, b],))
         _vstore(acc, out, 8 * g)
 
 # %% ../nbs/2_13_int8.ipynb #e025732d
