@@ -117,6 +117,25 @@ def measure(name, path, a):
     return dict(name=name, kernels=ours["kernels"], llmbook=dict(prefill=round(ours["prefill"], 1), decode=round(ours["decode"], 1)),
                 llama_cpp=dict(prefill=round(ref["prefill"], 1), decode=round(ref["decode"], 1))), ref.get("version")
 
+def reference_build(refpy) -> list:
+    "The instruction sets llama.cpp's CPU backend was compiled for, as it prints them (`AVX2 = 1 | ...`)."
+    with tempfile.TemporaryDirectory() as empty:
+        r = subprocess.run([refpy, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"],
+                           capture_output=True, text=True, cwd=empty)
+    if r.returncode: sys.exit(f"llama.cpp side failed:\n{r.stderr[-2000:]}")
+    return [part.split("=")[0].strip() for part in r.stdout.split("|") if part.strip().endswith("= 1")]
+
+def check_same_class(build: list):
+    """Refuse to set llmbook's AVX2 code against an AVX-512 build of llama.cpp, or the other way round. pip installs
+    the wheel it built first for a version whatever CMAKE_ARGS say, so a second build can silently be the first."""
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", "from llmbook.floats import LANES; print(LANES)"],
+                       capture_output=True, text=True, check=True)      # in this environment: NUMBA_CPU_NAME counts
+    ours, theirs = int(r.stdout.split()[-1]) == 16, any(s.startswith("AVX512") for s in build)
+    if ours != theirs:
+        sys.exit(f"llmbook runs {'AVX-512' if ours else 'AVX2'} code here but llama.cpp ({' '.join(build)}) was built "
+                 f"{'without' if ours else 'with'} AVX-512: build the reference for the same class "
+                 "(pip install --no-cache-dir, see DEVELOPERS.md)")
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -136,6 +155,8 @@ def main():
     a = ap.parse_args()
     load = os.getloadavg()[0]
     print(f"load average before: {load:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    build = reference_build(a.refpy); check_same_class(build)
+    print(f"llama.cpp built for: {' '.join(build)}", file=sys.stderr)
     if a.depth is not None:                       # one row, put into the table as it stands
         row, version = measure_depth(smollm2_file(), a.depth, a)
         print(f"| {row['name']} | {a.threads} | {row['kernels']} | | | {row['llmbook']['decode']:.1f} | {row['llama_cpp']['decode']:.1f} |")
@@ -159,7 +180,7 @@ def main():
     if a.write:
         cpu = cpu_info()
         out = dict(cpu=dict(model=cpu["model"], isa=cpu["isa"], cpus=cpu["cpus"], machine=cpu["machine"]),
-                   threads=a.threads, llama_cpp_python=version,
+                   threads=a.threads, llama_cpp_python=version, llama_cpp_build=build,
                    date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
                    method=dict(prompt_tokens=a.prompt_tokens, gen_tokens=a.gen_tokens, repeat=a.repeat, rounds=a.rounds,
                                load_average_before=round(load, 1)),
