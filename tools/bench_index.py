@@ -123,7 +123,8 @@ def reference_build(refpy) -> list:
         r = subprocess.run([refpy, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"],
                            capture_output=True, text=True, cwd=empty)
     if r.returncode: sys.exit(f"llama.cpp side failed:\n{r.stderr[-2000:]}")
-    return [part.split("=")[0].strip() for part in r.stdout.split("|") if part.strip().endswith("= 1")]
+    parts = r.stdout.split(":", 1)[-1].split("|")            # "CPU : SSE3 = 1 | ... | AVX2 = 1 | ..."
+    return [p.split("=")[0].strip() for p in parts if p.strip().endswith("= 1")]
 
 def check_same_class(build: list):
     """Refuse to set llmbook's AVX2 code against an AVX-512 build of llama.cpp, or the other way round. pip installs
