@@ -72,6 +72,13 @@ for t in ids[depth:]: llm.eval([t])
 print(json.dumps(dict(decode=n_gen / (time.perf_counter() - t0), version=llama_cpp.__version__)))
 """
 
+def run_reference(refpy, code: str, *args) -> str:
+    "The last line `code` prints, run by llama.cpp's interpreter in an empty directory; exits with its error if it fails."
+    with tempfile.TemporaryDirectory() as empty:      # `-c` puts the cwd on sys.path: keep stray modules out
+        r = subprocess.run([refpy, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=empty)
+    if r.returncode: sys.exit(f"llama.cpp side failed:\n{r.stderr[-2000:]}")
+    return r.stdout.strip().splitlines()[-1]
+
 def measure_depth(path, depth, a):
     "Decode tokens/s of both sides after `depth` tokens, alternating for `a.rounds` rounds; the best of each counts."
     ours = ref = 0.0; version = None
@@ -81,11 +88,8 @@ def measure_depth(path, depth, a):
                "--repeat", "1", "--json"]
         r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
         ours, kernels = max(ours, r["decode"]), r["kernels"]
-        with tempfile.TemporaryDirectory() as empty:
-            out = subprocess.run([a.refpy, "-c", LLAMA_CPP_DEPTH, str(path), str(depth), str(a.gen_tokens), str(a.threads)],
-                                 capture_output=True, text=True, cwd=empty)
-        if out.returncode: sys.exit(f"llama.cpp side failed:\n{out.stderr[-2000:]}")
-        r = json.loads(out.stdout.strip().splitlines()[-1]); ref, version = max(ref, r["decode"]), r["version"]
+        r = json.loads(run_reference(a.refpy, LLAMA_CPP_DEPTH, path, depth, a.gen_tokens, a.threads))
+        ref, version = max(ref, r["decode"]), r["version"]
     return dict(name=f"SmolLM2-135M-Instruct Q4_1, a decode step after {depth:,} tokens", kernels=kernels, depth=depth,
                 llmbook=dict(prefill=None, decode=round(ours, 1)), llama_cpp=dict(prefill=None, decode=round(ref, 1))), version
 
@@ -99,11 +103,7 @@ def llmbook_side(path, a):
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
 
 def llama_cpp_side(path, a):
-    cmd = [a.refpy, "-c", LLAMA_CPP, str(path), str(a.prompt_tokens), str(a.gen_tokens), str(a.repeat), str(a.threads)]
-    with tempfile.TemporaryDirectory() as empty:      # `-c` puts the cwd on sys.path: keep stray modules out
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=empty)
-    if r.returncode: sys.exit(f"llama.cpp side failed:\n{r.stderr[-2000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(run_reference(a.refpy, LLAMA_CPP, path, a.prompt_tokens, a.gen_tokens, a.repeat, a.threads))
 
 def measure(name, path, a):
     "Both sides on one file, alternating for `a.rounds` rounds; the best of each side counts."
@@ -118,12 +118,9 @@ def measure(name, path, a):
                 llama_cpp=dict(prefill=round(ref["prefill"], 1), decode=round(ref["decode"], 1))), ref.get("version")
 
 def reference_build(refpy) -> list:
-    "The instruction sets llama.cpp's CPU backend was compiled for, as it prints them (`AVX2 = 1 | ...`)."
-    with tempfile.TemporaryDirectory() as empty:
-        r = subprocess.run([refpy, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"],
-                           capture_output=True, text=True, cwd=empty)
-    if r.returncode: sys.exit(f"llama.cpp side failed:\n{r.stderr[-2000:]}")
-    parts = r.stdout.split(":", 1)[-1].split("|")            # "CPU : SSE3 = 1 | ... | AVX2 = 1 | ..."
+    "What llama.cpp's CPU backend was compiled with, as it prints it: instruction sets and options (`AVX2 = 1 | ...`)."
+    info = run_reference(refpy, "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())")
+    parts = info.split(":", 1)[-1].split("|")                # "CPU : SSE3 = 1 | ... | AVX2 = 1 | ..."
     return [p.split("=")[0].strip() for p in parts if p.strip().endswith("= 1")]
 
 def check_same_class(build: list):
