@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['KERNEL_SETS', 'KERNEL_SET_NAMES', 'MATVEC', 'GEMM', 'INTERLEAVED', 'host_features', 'target_features', 'has_vnni',
-           'kernel_set', 'vzero', 'vsum', 'quantize_q8', 'block_dot_codegen', 'block_dot', 'rows_in_place',
-           'BlockMatrix', 'InterleavedMatrix', 'block_matrix']
+           'has_vnni512', 'kernel_set', 'vzero', 'vsum', 'quantize_q8', 'block_dot_codegen', 'block_dot',
+           'rows_in_place', 'BlockMatrix', 'InterleavedMatrix', 'block_matrix']
 
 # %% ../nbs/2_13_int8.ipynb #66f44c31
 import mmap, os, platform
@@ -54,6 +54,10 @@ def has_vnni() -> bool:
     f = target_features()
     return {"avx512vnni", "avx512vl"} <= f or "avxvnni" in f
 
+def has_vnni512() -> bool:
+    "Whether `vpdpbusd` may run on 512-bit vectors here (AVX512-VNNI with AVX512-BW): 16 rows of two groups at once."
+    return {"avx512vnni", "avx512bw", "avx512f"} <= target_features()
+
 def kernel_set(requested: str | None = None) -> str:
     """The matrix kernels to run: `requested`, else $LLMBOOK_KERNELS, else the best this CPU has ('avx2' for the
     integer kernels of this chapter, 'float' for chapter 12's)."""
@@ -69,14 +73,16 @@ def kernel_set(requested: str | None = None) -> str:
 
 # %% ../nbs/2_13_int8.ipynb #a254153a
 class _F32x8(types.Type):
-    "Eight float32 lanes in one vector register: a kernel's running sums, kept in a register across blocks."
-    def __init__(self): super().__init__(name="f32x8")
+    "Float32 lanes in one vector register, one a row: a kernel's running sums of 8 rows (or 16), kept across blocks."
+    def __init__(self, n: int = 8):
+        self.n = n
+        super().__init__(name=f"f32x{n}" if n == 8 else f"f32x{n}rows")
 
-_f32x8 = _F32x8()
+_f32x8, _f32x16 = _F32x8(), _F32x8(16)
 
 @register_model(_F32x8)
 class _F32x8Model(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type): super().__init__(dmm, fe_type, ir.VectorType(ir.FloatType(), 8))
+    def __init__(self, dmm, fe_type): super().__init__(dmm, fe_type, ir.VectorType(ir.FloatType(), fe_type.n))
 
 _I8, _I16, _I32, _F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 _V16I8, _V32I8, _V16I16, _V8I32, _V8F32 = (ir.VectorType(_I8, 16), ir.VectorType(_I8, 32), ir.VectorType(_I16, 16),
@@ -89,6 +95,12 @@ def vzero(typingctx):
     "A `_f32x8` of zeros."
     def codegen(context, builder, sig, args): return ir.Constant(_V8F32, [0.0] * 8)
     return _f32x8(), codegen
+
+@intrinsic
+def _vzero16(typingctx):
+    "A `_f32x16` of zeros: the sums of two groups' 16 rows."
+    def codegen(context, builder, sig, args): return ir.Constant(ir.VectorType(_F32, 16), [0.0] * 16)
+    return _f32x16(), codegen
 
 @intrinsic
 def vsum(typingctx, acc):
@@ -134,8 +146,8 @@ def _maddubs(builder, u, s): return _x86(builder, "llvm.x86.avx2.pmadd.ub.sw", _
 def _madd(builder, a, b): return _x86(builder, "llvm.x86.avx2.pmadd.wd", _V8I32, a, b)          # vpmaddwd
 
 def _dpbusd(builder, acc, u, s):
-    "acc + u . s in each 32-bit lane (4 unsigned bytes of u times 4 signed bytes of s): VNNI's `vpdpbusd`."
-    return _x86(builder, "llvm.x86.avx512.vpdpbusd.256", _V8I32, acc, u, s)
+    "acc + u . s in each 32-bit lane (4 unsigned bytes of u times 4 signed bytes of s): VNNI's `vpdpbusd`, 8 or 16 lanes."
+    return _x86(builder, f"llvm.x86.avx512.vpdpbusd.{32 * acc.type.count}", acc.type, acc, u, s)
 
 def _dot_u8s8(builder, u, s):
     """32 unsigned bytes `u` times 32 signed bytes `s`, as eight 32-bit sums of four products: `vpmaddubsw` then
@@ -781,24 +793,26 @@ def _repack_q4_k_x8(w, rows_at, n_cols, out):
 # %% ../nbs/2_13_int8.ipynb #03b54f7b
 _V8I16, _V8I8, _V8F16 = ir.VectorType(_I16, 8), ir.VectorType(_I8, 8), ir.VectorType(ir.HalfType(), 8)
 
-def _broadcast4(builder, p, offset):
-    "The 4 bytes at p + offset repeated in all eight 32-bit lanes (one `vpbroadcastd`), as 32 bytes."
-    return builder.bitcast(_splat(builder, _at(builder, p, offset, _I32), _V8I32), _V32I8)
+def _broadcast4(builder, p, offset, rows=8):
+    "The 4 bytes at p + offset repeated in all `rows` 32-bit lanes (one `vpbroadcastd`), as 4 x `rows` bytes."
+    return builder.bitcast(_splat(builder, _at(builder, p, offset, _I32), ir.VectorType(_I32, rows)), ir.VectorType(_I8, 4 * rows))
 
-_X8_CODES = {}       # GGML type id -> (code generator: (builder, pw, tokens) -> accs, group bytes, sums of, prefetch)
+_X8_CODES = {}       # GGML type id -> (code generator: (builder, pws, tokens) -> accs, group bytes, sums of, prefetch, wide)
 
-def _x8_code(ggml_type, group: int, sums: int, prefetch: bool):
-    "Register the code of one type's group of 8 interleaved rows: `group` bytes a block, activations' sums of `sums`."
+def _x8_code(ggml_type, group: int, sums: int, prefetch: bool, wide: bool = False):
+    """Register the code of one type's group of 8 interleaved rows: `group` bytes a block, activations' sums of `sums`;
+    `wide`: it also makes two groups' 16 rows in 512-bit vectors (given two pointers)."""
     def register(fn):
-        _X8_CODES[int(GGMLType[ggml_type])] = (fn, group, sums, prefetch)
+        _X8_CODES[int(GGMLType[ggml_type])] = (fn, group, sums, prefetch, wide)
         return fn
     return register
 
 # %% ../nbs/2_13_int8.ipynb #d4c7de0f
 @_x8_code("Q4_K", _X8_BYTES, sums=32, prefetch=True)
-def _q4_k_x8_code(builder, pw, tokens):
+def _q4_k_x8_code(builder, pws, tokens):
     """The dots of the 8 rows of the Q4_K group at `pw` with each token of `tokens` (a list of acc, px, ps, dx: the
     accumulator, the int8 activations, their sums of 32, the scale); each vector of weights is split once for all."""
+    (pw,) = pws
     zero, pairs, vnni = ir.Constant(_V8I32, [0] * 8), _mask([i // 2 for i in range(16)]), has_vnni()
     totals = [zero] * len(tokens)
     for j in range(8):                                      # sub-block j: 32 weights of each row
@@ -836,19 +850,33 @@ def _token(context, builder, tys, acc, xq, xo, s32, so, dx):
     ps = _byte_ptr(context, builder, tys[1], s32, builder.mul(so, ir.Constant(so.type, 2)))
     return acc, _byte_ptr(context, builder, tys[0], xq, xo), ps, dx
 
+def _halves(builder, v, i):
+    "Lanes 8i..8i+7 of a vector of 16."
+    return builder.shuffle_vector(v, v, _mask(range(8 * i, 8 * i + 8)))
+
+def _joined(builder, a, b):
+    "Two vectors of n lanes as one of 2n: a's lanes, then b's."
+    return builder.shuffle_vector(a, b, _mask(range(2 * a.type.count)))
+
 @intrinsic
-def _x8_dot(typingctx, kind, accs, w, wo, xq, xos, sums, sos, dxs):
-    """For each token i of the tuples: accs[i] + dxs[i] * (the 8 rows of type `kind`'s group at byte wo of w) . (its
-    activations at xq[xos[i]:], their sums at sums[sos[i]:]), one row per lane; each weight vector made once for all."""
+def _x8_dot(typingctx, kind, accs, w, wos, xq, xos, sums, sos, dxs):
+    """For each token i of the tuples: accs[i] + dxs[i] * (the 8 rows of type `kind`'s group at byte wos[0] of w, and
+    of the group at wos[1] when there are two: 16 rows) . (its activations at xq[xos[i]:], their sums at
+    sums[sos[i]:]), one row per lane; each weight vector made once for all."""
     if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in _X8_CODES: return None
-    code, n = _X8_CODES[kind.literal_value][0], len(accs)
+    code, n, groups = _X8_CODES[kind.literal_value][0], len(accs), len(wos)
+    wide = _X8_CODES[kind.literal_value][4] and has_vnni512()   # the code makes 16 rows itself; else two groups of 8, joined
     def codegen(context, builder, sig, args):
-        _, accs, w, wo, xq, xos, s, sos, dxs = args
+        _, accs, w, wos, xq, xos, s, sos, dxs = args
         at = lambda tup, i: builder.extract_value(tup, i)
-        tokens = [_token(context, builder, (sig.args[4], sig.args[6]), at(accs, i), xq, at(xos, i), s, at(sos, i), at(dxs, i))
-                  for i in range(n)]
-        return context.make_tuple(builder, sig.return_type, code(builder, _byte_ptr(context, builder, sig.args[2], w, wo), tokens))
-    return types.UniTuple(_f32x8, n)(kind, accs, w, wo, xq, xos, sums, sos, dxs), codegen
+        pws = [_byte_ptr(context, builder, sig.args[2], w, at(wos, g)) for g in range(groups)]
+        tokens = lambda acc: [_token(context, builder, (sig.args[4], sig.args[6]), acc(i), xq, at(xos, i), s, at(sos, i), at(dxs, i))
+                              for i in range(n)]
+        if groups == 1 or wide: out = code(builder, pws, tokens(lambda i: at(accs, i)))
+        else: out = [_joined(builder, a, b) for a, b in zip(*(code(builder, [pws[g]], tokens(lambda i: _halves(builder, at(accs, i), g)))
+                                                              for g in range(2)))]
+        return context.make_tuple(builder, sig.return_type, out)
+    return types.UniTuple(_f32x8 if groups == 1 else _f32x16, n)(kind, accs, w, wos, xq, xos, sums, sos, dxs), codegen
 
 def _x8_layout(kind):
     "(group bytes, activations' block, sums of, prefetch) of the interleaved type `kind`, a literal: inside numba only."
@@ -858,18 +886,19 @@ def _x8_layout(kind):
 def _x8_layout_of(kind):
     "The registered facts of `kind`, constants of the code numba compiles."
     if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in _X8_CODES: return None
-    _, group, sums, prefetch = _X8_CODES[kind.literal_value]
+    _, group, sums, prefetch, wide = _X8_CODES[kind.literal_value]
     block = type_info(GGMLType(kind.literal_value)).block_size
-    return lambda kind: (group, block, sums, prefetch)
+    pairs = wide and has_vnni512()                 # two groups a pass, in 512-bit vectors
+    return lambda kind: (group, block, sums, prefetch, pairs)
 
 # %% ../nbs/2_13_int8.ipynb #57a16c01
 @intrinsic
 def _vstore(typingctx, acc, out, i):
     "out[i:i+8] = the eight lanes of acc."
-    if acc != _f32x8: return None
+    if not isinstance(acc, _F32x8): return None
     def codegen(context, builder, sig, args):
         a = context.make_array(sig.args[1])(context, builder, args[1])
-        builder.store(args[0], builder.bitcast(builder.gep(a.data, [args[2]]), _V8F32.as_pointer()), align=4)
+        builder.store(args[0], builder.bitcast(builder.gep(a.data, [args[2]]), args[0].type.as_pointer()), align=4)
         return context.get_dummy_value()
     return types.none(acc, out, i), codegen
 
@@ -894,17 +923,33 @@ _AHEAD = 4            # the kernels ask for the weights of the group-block this 
 def _matvec_x8(kind, wp, n_rows, x, out):
     "out = the repacked matrix `wp` of type `kind` times the vector x."
     numba.literally(kind)
-    group, block, sums_of, prefetch = _x8_layout(kind)
+    group, block, sums_of, prefetch, pairs = _x8_layout(kind)
     nb, end = x.size // block, wp.size - group
     xq, xd, xb = quantize_q8(x.reshape(1, -1), block)
     sums = xb if sums_of == 16 else _sums32(xb)
     per = block // sums_of                         # sums a block has
-    for g in prange(n_rows // 8):
+    n_groups = n_rows // 8
+    if pairs:                                      # AVX-512: two groups' 16 rows a pass, and an odd last group alone
+        for i in prange((n_groups + 1) // 2):
+            g = 2 * i
+            if g + 1 < n_groups:
+                wide = _vzero16()
+                for b in range(nb):
+                    wo = (g * nb + b) * group
+                    (wide,) = _x8_dot(kind, (wide,), wp, (wo, wo + nb * group), xq, (block * b,), sums, (per * b,), (xd[0, b],))
+                _vstore(wide, out, 8 * g)
+            else:
+                acc = vzero()
+                for b in range(nb):
+                    (acc,) = _x8_dot(kind, (acc,), wp, ((g * nb + b) * group,), xq, (block * b,), sums, (per * b,), (xd[0, b],))
+                _vstore(acc, out, 8 * g)
+        return
+    for g in prange(n_groups):
         acc = vzero()
         for b in range(nb):
             wo = (g * nb + b) * group
             if prefetch: _prefetch_l2(wp, min(wo + _AHEAD * group, end), group)   # more lines in flight from memory
-            (acc,) = _x8_dot(kind, (acc,), wp, wo, xq, (block * b,), sums, (per * b,), (xd[0, b],))
+            (acc,) = _x8_dot(kind, (acc,), wp, (wo,), xq, (block * b,), sums, (per * b,), (xd[0, b],))
         _vstore(acc, out, 8 * g)
 
 # %% ../nbs/2_13_int8.ipynb #e025732d
@@ -912,7 +957,7 @@ def _matvec_x8(kind, wp, n_rows, x, out):
 def _gemm_x8(kind, wp, n_rows, X, out, col0):
     "out[:, col0:col0 + n_rows] = X times the repacked matrix `wp` of type `kind`, for a batch of tokens."
     numba.literally(kind)
-    group, block, sums_of, prefetch = _x8_layout(kind)
+    group, block, sums_of, prefetch, pairs = _x8_layout(kind)
     n, k = X.shape
     nb, n_groups, last, per = k // block, n_rows // 8, n - 1, block // sums_of
     xq, xd, xb = quantize_q8(X, block)
@@ -921,6 +966,19 @@ def _gemm_x8(kind, wp, n_rows, X, out, col0):
     for tile in prange((n_groups + 1) // 2):
         for t0 in range(0, n, 4):                     # four tokens at a time (the last repeated past the end)
             t1, t2, t3 = min(t0 + 1, last), min(t0 + 2, last), min(t0 + 3, last)
+            g = 2 * tile
+            if pairs and g + 1 < n_groups:            # AVX-512: both groups' 16 rows in one pass
+                p0 = _vzero16(); p1 = _vzero16(); p2 = _vzero16(); p3 = _vzero16()
+                for b in range(nb):
+                    wo = (g * nb + b) * group
+                    if prefetch: _prefetch_l2(wp, min(wo + _AHEAD * group, end), group)
+                    xo = (k * t0 + block * b, k * t1 + block * b, k * t2 + block * b, k * t3 + block * b)
+                    so = (ks * t0 + per * b, ks * t1 + per * b, ks * t2 + per * b, ks * t3 + per * b)
+                    p0, p1, p2, p3 = _x8_dot(kind, (p0, p1, p2, p3), wp, (wo, wo + nb * group), xq, xo, sums, so,
+                                             (xd[t0, b], xd[t1, b], xd[t2, b], xd[t3, b]))
+                _vstore(p3, out[t3], col0 + 8 * g); _vstore(p2, out[t2], col0 + 8 * g)
+                _vstore(p1, out[t1], col0 + 8 * g); _vstore(p0, out[t0], col0 + 8 * g)
+                continue
             for g in range(2 * tile, min(2 * tile + 2, n_groups)):
                 a0 = vzero(); a1 = vzero(); a2 = vzero(); a3 = vzero()
                 for b in range(nb):
@@ -928,7 +986,7 @@ def _gemm_x8(kind, wp, n_rows, X, out, col0):
                     if prefetch: _prefetch_l2(wp, min(wo + _AHEAD * group, end), group)   # on its way, past L1
                     xo = (k * t0 + block * b, k * t1 + block * b, k * t2 + block * b, k * t3 + block * b)
                     so = (ks * t0 + per * b, ks * t1 + per * b, ks * t2 + per * b, ks * t3 + per * b)
-                    a0, a1, a2, a3 = _x8_dot(kind, (a0, a1, a2, a3), wp, wo, xq, xo, sums, so,
+                    a0, a1, a2, a3 = _x8_dot(kind, (a0, a1, a2, a3), wp, (wo,), xq, xo, sums, so,
                                              (xd[t0, b], xd[t1, b], xd[t2, b], xd[t3, b]))
                 _vstore(a3, out[t3], col0 + 8 * g); _vstore(a2, out[t2], col0 + 8 * g)   # t3 first: repeats of the last
                 _vstore(a1, out[t1], col0 + 8 * g); _vstore(a0, out[t0], col0 + 8 * g)
@@ -1065,10 +1123,10 @@ def _q6_k_x8_products(builder, pw, j, tokens, totals, sc_lo, sc_hi, vnni):
 
 # %% ../nbs/2_13_int8.ipynb #bb35e55b
 @_x8_code("Q6_K", _X6_BYTES, sums=16, prefetch=True)
-def _q6_k_x8_code(builder, pw, tokens):
+def _q6_k_x8_code(builder, pws, tokens):
     """The dots of the 8 rows of the Q6_K group at `pw` with each token of `tokens` (acc, px, ps, dx as for Q4_K; ps:
     the token's sums of 16 activations); each vector of levels is made once for all the tokens."""
-    zero, n = ir.Constant(_V8I32, [0] * 8), len(tokens)
+    (pw,), zero, n = pws, ir.Constant(_V8I32, [0] * 8), len(tokens)
     vnni = has_vnni() and n > 1                   # one token: the 16-bit sums read memory faster (as for Q4_K)
     totals, offsets = [zero] * n, [zero] * n
     for j in range(8):                            # sub-blocks 2j (weights 32j..+15: low nibbles) and 2j+1 (the high)
@@ -1165,56 +1223,69 @@ def _dot_pairs(builder, total, operands, fits: int):
         total = builder.add(total, _madd(builder, pairs[0], _const(_V16I16, 1)))
     return total
 
+def _sign(builder, a, b):
+    "a with b's sign, byte by byte (0 where b is 0 may be left as a: every use multiplies by b): `vpsignb` on 32 bytes."
+    if a.type.count == 32: return _x86(builder, "llvm.x86.avx2.psign.b", _V32I8, a, b)
+    return builder.select(builder.icmp_signed("<", b, _const(a.type, 0)), builder.sub(_const(a.type, 0), a), a)
+
 def _dot_signed(builder, total, q, x):
     "total + q . x for signed bytes, in groups of 4 into 32-bit lanes: |q| times x with q's sign, as `_dot_s8s8`."
-    sign = lambda a, b: _x86(builder, "llvm.x86.avx2.psign.b", _V32I8, a, b)
-    if has_vnni(): return _dpbusd(builder, total, sign(q, q), sign(x, q))
-    return builder.add(total, _madd(builder, _maddubs(builder, sign(q, q), sign(x, q)), _const(_V16I16, 1)))
+    if has_vnni(): return _dpbusd(builder, total, _sign(builder, q, q), _sign(builder, x, q))
+    return builder.add(total, _madd(builder, _maddubs(builder, _sign(builder, q, q), _sign(builder, x, q)), _const(_V16I16, 1)))
+
+def _pshufb(builder, table, v):
+    "table[v] within each 16 bytes (`vpshufb`), on 32 or 64 bytes: a lookup of 16 levels by nibble."
+    name = "llvm.x86.avx2.pshuf.b" if v.type.count == 32 else "llvm.x86.avx512.pshuf.b.512"
+    return _x86(builder, name, v.type, ir.Constant(v.type, [int(t) for t in table] * (v.type.count // 16)), v)
 
 # %% ../nbs/2_13_int8.ipynb #65cec113
-def _x0_x8_code(kind, builder, pw, tokens):
-    """The dots of the 8 rows of the group at `pw` with each token of `tokens` (acc, px, ps, dx as for Q4_K; ps: its
-    sums of 32), for the six types at once (`kind` a type id)."""
-    group, off = _X0_GROUP[kind], _X0_OFFSET[kind]
-    table = ir.Constant(_V32I8, [int(v) + off for v in MXFP4_LEVELS] * 2)   # MXFP4's levels, made unsigned by the offset
-    iq4 = ir.Constant(_V32I8, [int(v) for v in IQ4_LEVELS] * 2)             # IQ4_NL's, signed
+def _x0_x8_code(kind, builder, pws, tokens):
+    """The dots of the 8 rows of the group at `pws[0]` (and of the 8 at `pws[1]`: 16 rows, 512-bit vectors) with each
+    token of `tokens` (acc, px, ps, dx as for Q4_K; ps: its sums of 32), for the six types at once (`kind` a type id).
+    Each lane is one row, and its operations are the same with 8 lanes or 16: the same bits."""
+    group, off, rows = _X0_GROUP[kind], _X0_OFFSET[kind], 8 * len(pws)
+    V8, V32, VF = ir.VectorType(_I8, 4 * rows), ir.VectorType(_I32, rows), ir.VectorType(_F32, rows)
+    per_group = lambda make: make(pws[0]) if len(pws) == 1 else _joined(builder, make(pws[0]), make(pws[1]))
+    load = lambda offset, ty: per_group(lambda pw: _at(builder, pw, offset, ty))    # ty: one group's vector
+    mxfp4 = [int(v) + off for v in MXFP4_LEVELS]              # MXFP4's levels, made unsigned by the offset
     out = []
     for acc, px, ps, dx in tokens:
-        total = ir.Constant(_V8I32, [0] * 8)
+        total = ir.Constant(V32, [0] * rows)
         if kind == _Q8_0:                                   # Q8_0: signed levels, a whole byte each
             for h in range(8):
-                total = _dot_signed(builder, total, _at(builder, pw, 32 * h, _V32I8), _broadcast4(builder, px, 4 * h))
+                total = _dot_signed(builder, total, load(32 * h, _V32I8), _broadcast4(builder, px, 4 * h, rows))
         else:                                           # nibbles: two levels a byte
             operands = []
             for h in range(4):
-                q = _at(builder, pw, 32 * h, _V32I8)
-                lo, hi = builder.and_(q, _const(_V32I8, 15)), builder.lshr(q, _const(_V32I8, 4))
+                q = load(32 * h, _V32I8)
+                lo, hi = builder.and_(q, _const(V8, 15)), builder.lshr(q, _const(V8, 4))
                 if kind == _Q5_0:
-                    lo = builder.or_(lo, _bits_to_bytes(builder, _at(builder, pw, 128 + 8 * h, _I32), 16))
-                    hi = builder.or_(hi, _bits_to_bytes(builder, _at(builder, pw, 132 + 8 * h, _I32), 16))
-                x0, x1 = _broadcast4(builder, px, 4 * h), _broadcast4(builder, px, 16 + 4 * h)
+                    lo = builder.or_(lo, per_group(lambda pw: _bits_to_bytes(builder, _at(builder, pw, 128 + 8 * h, _I32), 16)))
+                    hi = builder.or_(hi, per_group(lambda pw: _bits_to_bytes(builder, _at(builder, pw, 132 + 8 * h, _I32), 16)))
+                x0, x1 = _broadcast4(builder, px, 4 * h, rows), _broadcast4(builder, px, 16 + 4 * h, rows)
                 if kind == _IQ4_NL:                     # signed levels from IQ4's table: one signed product each
-                    lo, hi = (_x86(builder, "llvm.x86.avx2.pshuf.b", _V32I8, iq4, v) for v in (lo, hi))
+                    lo, hi = (_pshufb(builder, IQ4_LEVELS, v) for v in (lo, hi))
                     total = _dot_signed(builder, _dot_signed(builder, total, lo, x0), hi, x1)
                     continue
-                if kind == _MXFP4: lo, hi = (_x86(builder, "llvm.x86.avx2.pshuf.b", _V32I8, table, v) for v in (lo, hi))
+                if kind == _MXFP4: lo, hi = (_pshufb(builder, mxfp4, v) for v in (lo, hi))
                 operands += [(lo, x0), (hi, x1)]
             if operands: total = _dot_pairs(builder, total, operands, fits=8 if kind in (_Q4_0, _Q4_1) else 4)
         if off:
             xsum = builder.mul(builder.sext(_at(builder, ps, 0, _I16), _I32), ir.Constant(_I32, off))
-            total = builder.sub(total, _splat(builder, xsum, _V8I32))             # the levels' offset: off x sum(x)
-        d = builder.fmul(_e8m0_half(builder, pw, group - 8, lanes=8) if kind == _MXFP4 else
-                         builder.fpext(_at(builder, pw, group - 16, _V8F16), _V8F32), _splat(builder, dx, _V8F32))
-        acc = _x86(builder, "llvm.fma.v8f32", _V8F32, builder.sitofp(total, _V8F32), d, acc)
+            total = builder.sub(total, _splat(builder, xsum, V32))             # the levels' offset: off x sum(x)
+        d = builder.fmul(per_group(lambda pw: _e8m0_half(builder, pw, group - 8, lanes=8)) if kind == _MXFP4 else
+                         builder.fpext(load(group - 16, _V8F16), VF), _splat(builder, dx, VF))
+        fma = lambda a, b, c: _x86(builder, f"llvm.fma.v{rows}f32", VF, a, b, c)
+        acc = fma(builder.sitofp(total, VF), d, acc)
         if kind == _Q4_1:
             xsum = builder.fmul(builder.sitofp(_at(builder, ps, 0, _I16), _F32), dx)     # Q4_1: + m * sum(x), the sum
             xsum = builder.fpext(builder.fptrunc(xsum, ir.HalfType()), _F32)          # kept as an f16 (as in place)
-            acc = _x86(builder, "llvm.fma.v8f32", _V8F32, builder.fpext(_at(builder, pw, 128, _V8F16), _V8F32), _splat(builder, xsum, _V8F32), acc)
+            acc = fma(builder.fpext(load(128, _V8F16), VF), _splat(builder, xsum, VF), acc)
         out.append(acc)
     return out
 
 for _name in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4", "IQ4_NL"): # sums of 32; no prefetch: a group is 160-288 bytes
-    _x8_code(_name, _X0_GROUP[GGMLType[_name]], sums=32, prefetch=False)(partial(_x0_x8_code, int(GGMLType[_name])))
+    _x8_code(_name, _X0_GROUP[GGMLType[_name]], sums=32, prefetch=False, wide=True)(partial(_x0_x8_code, int(GGMLType[_name])))
 
 # %% ../nbs/2_13_int8.ipynb #bf33c499
 @njit(cache=True)
@@ -1272,9 +1343,9 @@ def _repack_iq4_xs_x8(w, rows_at, n_cols, out):
 
 # %% ../nbs/2_13_int8.ipynb #f14206da
 @_x8_code("IQ4_XS", _XS_BYTES, sums=32, prefetch=True)
-def _iq4_xs_x8_code(builder, pw, tokens):
-    "The dots of the 8 rows of the IQ4_XS group at `pw` with each token of `tokens` (acc, px, ps, dx as for Q4_K)."
-    zero, vnni, n = ir.Constant(_V8I32, [0] * 8), has_vnni(), len(tokens)
+def _iq4_xs_x8_code(builder, pws, tokens):
+    "The dots of the 8 rows of the IQ4_XS group at `pws[0]` with each token of `tokens` (acc, px, ps, dx as for Q4_K)."
+    (pw,), zero, vnni, n = pws, ir.Constant(_V8I32, [0] * 8), has_vnni(), len(tokens)
     sign = lambda a, b: _x86(builder, "llvm.x86.avx2.psign.b", _V32I8, a, b)
     iq4 = ir.Constant(_V32I8, [int(v) + (128 if vnni else 0) for v in IQ4_LEVELS] * 2)   # VNNI: unsigned, +128
     pairs = _mask([i // 2 for i in range(16)])

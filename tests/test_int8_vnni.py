@@ -3,13 +3,13 @@
 process makes on the same CPU with VNNI switched off (`NUMBA_CPU_FEATURES`). Skipped where the CPU has no VNNI."""
 import json, os, subprocess, sys
 import pytest
-from llmbook.int8 import has_vnni, host_features, kernel_set
+from llmbook.int8 import has_vnni, has_vnni512, host_features, kernel_set
 
 pytestmark = pytest.mark.skipif(kernel_set() != "avx2" or not has_vnni(),
                                 reason="this CPU has no VNNI (AVX512-VNNI with AVX512-VL, or AVX-VNNI): nothing to compare")
 
-TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q6_K"]   # blocks read in place go through _dot_u8s8, and groups
-                                                                # of 8 rows (block_matrix) through vpdpbusd as well
+TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q6_K", "MXFP4", "IQ4_NL"]   # blocks read in place go through
+    # _dot_u8s8, and groups of 8 rows (block_matrix) through vpdpbusd as well: with AVX512-VNNI, two groups' 16 rows at once
 
 PRODUCTS = """
 import json, sys, numpy as np
@@ -18,7 +18,7 @@ from llmbook.packed import random_qtensor
 X = np.random.default_rng(0).standard_normal((9, 512)).astype(np.float32) * 3
 out = {"vnni": has_vnni()}
 for t in json.loads(sys.argv[1]):
-    qt = random_qtensor(t, (40, 512), seed=7)
+    qt = random_qtensor(t, (40, 512), seed=7)         # 5 groups of 8 rows: two pairs of groups and one alone
     out[t] = [m.matvec(X[0]).tobytes().hex() + m.matmul(X).tobytes().hex() for m in (BlockMatrix(qt), block_matrix(qt))]
 print(json.dumps(out))
 """
@@ -57,3 +57,21 @@ def test_the_instruction_follows_the_target():
     "The same source emits vpdpbusd for this CPU, and vpmaddubsw when the target has no VNNI."
     run = lambda env=None: subprocess.run([sys.executable, "-c", ASM], env=env, capture_output=True, text=True, check=True).stdout.split()
     assert run() == ["1", "0"] and run(_without_vnni()) == ["0", "1"]
+
+WIDE_ASM = """
+import numpy as np
+from llmbook.int8 import block_matrix
+from llmbook.packed import random_qtensor
+m = block_matrix(random_qtensor("Q4_1", (32, 256), seed=1))
+m.matmul(np.ones((4, 256), np.float32))
+asm = next(iter(m._gemm.inspect_asm().values()))       # a fresh NUMBA_CACHE_DIR: compiled here, so the assembly is kept
+lines = [l for l in asm.splitlines() if "vpdpbusd" in l]
+print(sum("zmm" in l for l in lines), sum("ymm" in l for l in lines))
+"""
+
+@pytest.mark.skipif(not has_vnni512(), reason="this CPU has no AVX512-VNNI: groups of 8 rows only")
+def test_two_groups_in_512_bit_vectors(tmp_path):
+    "With AVX512-VNNI, the batch kernel of the blocks of 32 runs two groups' 16 rows in zmm registers (the odd group in ymm)."
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    zmm, ymm = map(int, subprocess.run([sys.executable, "-c", WIDE_ASM], env=env, capture_output=True, text=True, check=True).stdout.split())
+    assert zmm > 0 and ymm > 0
