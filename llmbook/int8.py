@@ -56,7 +56,7 @@ def has_vnni() -> bool:
 
 def has_vnni512() -> bool:
     "Whether `vpdpbusd` may run on 512-bit vectors here (AVX512-VNNI with AVX512-BW): 16 rows of two groups at once."
-    return {"avx512vnni", "avx512bw", "avx512f"} <= target_features()
+    return {"avx512vnni", "avx512bw", "avx512vl", "avx512f"} <= target_features()
 
 def kernel_set(requested: str | None = None) -> str:
     """The matrix kernels to run: `requested`, else $LLMBOOK_KERNELS, else the best this CPU has ('avx2' for the
@@ -797,51 +797,58 @@ def _broadcast4(builder, p, offset, rows=8):
     "The 4 bytes at p + offset repeated in all `rows` 32-bit lanes (one `vpbroadcastd`), as 4 x `rows` bytes."
     return builder.bitcast(_splat(builder, _at(builder, p, offset, _I32), ir.VectorType(_I32, rows)), ir.VectorType(_I8, 4 * rows))
 
-_X8_CODES = {}       # GGML type id -> (code generator: (builder, pws, tokens) -> accs, group bytes, sums of, prefetch, wide)
+_X8_CODES = {}       # GGML type id -> (code generator: (builder, pws, tokens) -> accs, group bytes, sums of, prefetch,
+                     #   wide, wide for one token)
 
-def _x8_code(ggml_type, group: int, sums: int, prefetch: bool, wide: bool = False):
+def _x8_code(ggml_type, group: int, sums: int, prefetch: bool, wide: bool = False, wide_one: bool = False):
     """Register the code of one type's group of 8 interleaved rows: `group` bytes a block, activations' sums of `sums`;
-    `wide`: it also makes two groups' 16 rows in 512-bit vectors (given two pointers)."""
+    `wide`: it also makes two groups' 16 rows in 512-bit vectors (given two pointers), for a batch, and for one token
+    too if `wide_one` (where that measured faster)."""
     def register(fn):
-        _X8_CODES[int(GGMLType[ggml_type])] = (fn, group, sums, prefetch, wide)
+        _X8_CODES[int(GGMLType[ggml_type])] = (fn, group, sums, prefetch, wide, wide and wide_one)
         return fn
     return register
 
 # %% ../nbs/2_13_int8.ipynb #d4c7de0f
-@_x8_code("Q4_K", _X8_BYTES, sums=32, prefetch=True)
+@_x8_code("Q4_K", _X8_BYTES, sums=32, prefetch=True, wide=True)
 def _q4_k_x8_code(builder, pws, tokens):
-    """The dots of the 8 rows of the Q4_K group at `pw` with each token of `tokens` (a list of acc, px, ps, dx: the
-    accumulator, the int8 activations, their sums of 32, the scale); each vector of weights is split once for all."""
-    (pw,) = pws
-    zero, pairs, vnni = ir.Constant(_V8I32, [0] * 8), _mask([i // 2 for i in range(16)]), has_vnni()
+    """The dots of the 8 rows of the Q4_K group at `pws[0]` (and of the 8 at `pws[1]`: 16 rows, 512-bit vectors, VNNI)
+    with each token of `tokens` (a list of acc, px, ps, dx: the accumulator, the int8 activations, their sums of 32,
+    the scale); each vector of weights is split once for all."""
+    rows, vnni = 8 * len(pws), has_vnni()
+    V8, V16, V32, VF = (ir.VectorType(t, n * rows // 8) for t, n in ((_I8, 32), (_I16, 16), (_I32, 8), (_F32, 8)))
+    per_group = lambda make: make(pws[0]) if len(pws) == 1 else _joined(builder, make(pws[0]), make(pws[1]))
+    load = lambda offset, ty: per_group(lambda pw: _at(builder, pw, offset, ty))    # ty: one group's vector
+    zero, pairs = ir.Constant(V32, [0] * rows), _mask([i // 2 for i in range(16)])
     totals = [zero] * len(tokens)
     for j in range(8):                                      # sub-block j: 32 weights of each row
         s = [zero if vnni else None] * len(tokens)
         for h in range(4):
-            q = _at(builder, pw, 128 * j + 32 * h, _V32I8)
-            lo, hi = builder.and_(q, _const(_V32I8, 15)), builder.lshr(q, _const(_V32I8, 4))
+            q = load(128 * j + 32 * h, _V32I8)
+            lo, hi = builder.and_(q, _const(V8, 15)), builder.lshr(q, _const(V8, 4))
             for t, (_, px, _, _) in enumerate(tokens):
-                x0, x1 = _broadcast4(builder, px, 32 * j + 4 * h), _broadcast4(builder, px, 32 * j + 4 * h + 16)
+                x0, x1 = _broadcast4(builder, px, 32 * j + 4 * h, rows), _broadcast4(builder, px, 32 * j + 4 * h + 16, rows)
                 if vnni: s[t] = _dpbusd(builder, _dpbusd(builder, s[t], lo, x0), hi, x1)   # straight into 32-bit sums
                 else:
                     p = builder.add(_maddubs(builder, lo, x0), _maddubs(builder, hi, x1))
                     s[t] = p if s[t] is None else builder.add(s[t], p)     # 16-bit sums: at most 30 720
-        sc = builder.zext(_at(builder, pw, 1024 + 8 * j, _V8I8), _V8I32 if vnni else _V8I16)
+        sc = builder.zext(load(1024 + 8 * j, _V8I8), V32 if vnni else _V8I16)
         scale = (lambda v: builder.mul(v, sc)) if vnni else (lambda v: _madd(builder, v, builder.shuffle_vector(sc, sc, pairs)))
         totals = [builder.add(total, scale(v)) for total, v in zip(totals, s)]     # row r's scale (twice, in 16 bits)
     mins, both = [zero] * len(tokens), _mask([i // 2 + 8 * (i % 2) for i in range(16)])
+    madd = "llvm.x86.avx2.pmadd.wd" if rows == 8 else "llvm.x86.avx512.pmaddw.d.512"
     for j in range(0, 8, 2):                                # two sub-blocks' minimums against their two sums
-        ma, mb = (builder.zext(_at(builder, pw, 1088 + 8 * i, _V8I8), _V8I16) for i in (j, j + 1))
-        m = builder.shuffle_vector(ma, mb, both)
-        sums = [builder.bitcast(_splat(builder, _at(builder, ps, 2 * j, _I32), _V8I32), _V16I16) for _, _, ps, _ in tokens]
-        mins = [builder.add(total, _madd(builder, m, x)) for total, x in zip(mins, sums)]
-    fma = lambda a, b, c: _x86(builder, "llvm.fma.v8f32", _V8F32, a, b, c)
-    d, dmin = (builder.fpext(_at(builder, pw, at, _V8F16), _V8F32) for at in (1152, 1168))
+        m = per_group(lambda pw: builder.shuffle_vector(*(builder.zext(_at(builder, pw, 1088 + 8 * i, _V8I8), _V8I16)
+                                                          for i in (j, j + 1)), both))
+        sums = [builder.bitcast(_splat(builder, _at(builder, ps, 2 * j, _I32), V32), V16) for _, _, ps, _ in tokens]
+        mins = [builder.add(total, _x86(builder, madd, V32, m, x)) for total, x in zip(mins, sums)]
+    fma = lambda a, b, c: _x86(builder, f"llvm.fma.v{rows}f32", VF, a, b, c)
+    d, dmin = (builder.fpext(load(at, _V8F16), VF) for at in (1152, 1168))
     out = []
     for (acc, _, _, dx), total, mn in zip(tokens, totals, mins):
-        dxs = _splat(builder, dx, _V8F32)
-        acc = fma(builder.sitofp(total, _V8F32), builder.fmul(d, dxs), acc)
-        out.append(fma(builder.sitofp(mn, _V8F32), builder.fneg(builder.fmul(dmin, dxs)), acc))
+        dxs = _splat(builder, dx, VF)
+        acc = fma(builder.sitofp(total, VF), builder.fmul(d, dxs), acc)
+        out.append(fma(builder.sitofp(mn, VF), builder.fneg(builder.fmul(dmin, dxs)), acc))
     return out
 
 # %% ../nbs/2_13_int8.ipynb #60aa4e5b
@@ -886,10 +893,10 @@ def _x8_layout(kind):
 def _x8_layout_of(kind):
     "The registered facts of `kind`, constants of the code numba compiles."
     if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in _X8_CODES: return None
-    _, group, sums, prefetch, wide = _X8_CODES[kind.literal_value]
+    _, group, sums, prefetch, wide, wide_one = _X8_CODES[kind.literal_value]
     block = type_info(GGMLType(kind.literal_value)).block_size
-    pairs = wide and has_vnni512()                 # two groups a pass, in 512-bit vectors
-    return lambda kind: (group, block, sums, prefetch, pairs)
+    pairs, pairs_one = wide and has_vnni512(), wide_one and has_vnni512()    # two groups a pass, in 512-bit vectors
+    return lambda kind: (group, block, sums, prefetch, pairs, pairs_one)
 
 # %% ../nbs/2_13_int8.ipynb #57a16c01
 @intrinsic
@@ -923,7 +930,7 @@ _AHEAD = 4            # the kernels ask for the weights of the group-block this 
 def _matvec_x8(kind, wp, n_rows, x, out):
     "out = the repacked matrix `wp` of type `kind` times the vector x."
     numba.literally(kind)
-    group, block, sums_of, prefetch, pairs = _x8_layout(kind)
+    group, block, sums_of, prefetch, _, pairs = _x8_layout(kind)
     nb, end = x.size // block, wp.size - group
     xq, xd, xb = quantize_q8(x.reshape(1, -1), block)
     sums = xb if sums_of == 16 else _sums32(xb)
@@ -936,6 +943,9 @@ def _matvec_x8(kind, wp, n_rows, x, out):
                 wide = _vzero16()
                 for b in range(nb):
                     wo = (g * nb + b) * group
+                    if prefetch:                   # both groups' streams, as one group's below
+                        _prefetch_l2(wp, min(wo + _AHEAD * group, end), group)
+                        _prefetch_l2(wp, min(wo + nb * group + _AHEAD * group, end), group)
                     (wide,) = _x8_dot(kind, (wide,), wp, (wo, wo + nb * group), xq, (block * b,), sums, (per * b,), (xd[0, b],))
                 _vstore(wide, out, 8 * g)
             else:
@@ -957,7 +967,7 @@ def _matvec_x8(kind, wp, n_rows, x, out):
 def _gemm_x8(kind, wp, n_rows, X, out, col0):
     "out[:, col0:col0 + n_rows] = X times the repacked matrix `wp` of type `kind`, for a batch of tokens."
     numba.literally(kind)
-    group, block, sums_of, prefetch, pairs = _x8_layout(kind)
+    group, block, sums_of, prefetch, pairs, _ = _x8_layout(kind)
     n, k = X.shape
     nb, n_groups, last, per = k // block, n_rows // 8, n - 1, block // sums_of
     xq, xd, xb = quantize_q8(X, block)
@@ -971,7 +981,9 @@ def _gemm_x8(kind, wp, n_rows, X, out, col0):
                 p0 = _vzero16(); p1 = _vzero16(); p2 = _vzero16(); p3 = _vzero16()
                 for b in range(nb):
                     wo = (g * nb + b) * group
-                    if prefetch: _prefetch_l2(wp, min(wo + _AHEAD * group, end), group)
+                    if prefetch:
+                        _prefetch_l2(wp, min(wo + _AHEAD * group, end), group)
+                        _prefetch_l2(wp, min(wo + nb * group + _AHEAD * group, end), group)
                     xo = (k * t0 + block * b, k * t1 + block * b, k * t2 + block * b, k * t3 + block * b)
                     so = (ks * t0 + per * b, ks * t1 + per * b, ks * t2 + per * b, ks * t3 + per * b)
                     p0, p1, p2, p3 = _x8_dot(kind, (p0, p1, p2, p3), wp, (wo, wo + nb * group), xq, xo, sums, so,
@@ -1285,7 +1297,8 @@ def _x0_x8_code(kind, builder, pws, tokens):
     return out
 
 for _name in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "MXFP4", "IQ4_NL"): # sums of 32; no prefetch: a group is 160-288 bytes
-    _x8_code(_name, _X0_GROUP[GGMLType[_name]], sums=32, prefetch=False, wide=True)(partial(_x0_x8_code, int(GGMLType[_name])))
+    _x8_code(_name, _X0_GROUP[GGMLType[_name]], sums=32, prefetch=False, wide=True,     # one token: where 16 rows measured faster
+             wide_one=_name in ("Q4_0", "Q4_1", "MXFP4"))(partial(_x0_x8_code, int(GGMLType[_name])))
 
 # %% ../nbs/2_13_int8.ipynb #bf33c499
 @njit(cache=True)
