@@ -55,7 +55,7 @@ def has_vnni() -> bool:
     return {"avx512vnni", "avx512vl"} <= f or "avxvnni" in f
 
 def has_vnni512() -> bool:
-    "Whether `vpdpbusd` may run on 512-bit vectors here (AVX512-VNNI with AVX512-BW): 16 rows of two groups at once."
+    "Whether `vpdpbusd` may run on 512-bit vectors here (AVX512-VNNI, -BW and -VL): 16 rows of two groups at once."
     return {"avx512vnni", "avx512bw", "avx512vl", "avx512f"} <= target_features()
 
 def kernel_set(requested: str | None = None) -> str:
@@ -886,7 +886,8 @@ def _x8_dot(typingctx, kind, accs, w, wos, xq, xos, sums, sos, dxs):
     return types.UniTuple(_f32x8 if groups == 1 else _f32x16, n)(kind, accs, w, wos, xq, xos, sums, sos, dxs), codegen
 
 def _x8_layout(kind):
-    "(group bytes, activations' block, sums of, prefetch) of the interleaved type `kind`, a literal: inside numba only."
+    """(group bytes, activations' block, sums of, prefetch, pairs for a batch, pairs for one token) of the interleaved type
+    `kind`, a literal: inside numba only."""
     raise NotImplementedError("_x8_layout is compiled into numba kernels by the overload below")
 
 @overload(_x8_layout, prefer_literal=True, inline="always")
@@ -901,7 +902,7 @@ def _x8_layout_of(kind):
 # %% ../nbs/2_13_int8.ipynb #57a16c01
 @intrinsic
 def _vstore(typingctx, acc, out, i):
-    "out[i:i+8] = the eight lanes of acc."
+    "out[i:i+n] = the n lanes of acc (8, or 16 of two groups)."
     if not isinstance(acc, _F32x8): return None
     def codegen(context, builder, sig, args):
         a = context.make_array(sig.args[1])(context, builder, args[1])
@@ -1136,7 +1137,7 @@ def _q6_k_x8_products(builder, pw, j, tokens, totals, sc_lo, sc_hi, vnni):
 # %% ../nbs/2_13_int8.ipynb #bb35e55b
 @_x8_code("Q6_K", _X6_BYTES, sums=16, prefetch=True)
 def _q6_k_x8_code(builder, pws, tokens):
-    """The dots of the 8 rows of the Q6_K group at `pw` with each token of `tokens` (acc, px, ps, dx as for Q4_K; ps:
+    """The dots of the 8 rows of the Q6_K group at `pws[0]` with each token of `tokens` (acc, px, ps, dx as for Q4_K; ps:
     the token's sums of 16 activations); each vector of levels is made once for all the tokens."""
     (pw,), zero, n = pws, ir.Constant(_V8I32, [0] * 8), len(tokens)
     vnni = has_vnni() and n > 1                   # one token: the 16-bit sums read memory faster (as for Q4_K)
