@@ -655,14 +655,20 @@ def _attention_task(task, q, k_cache, v_cache, pos0, window, softcap, qscale, pl
             _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o, sink2)
 
 # %% ../nbs/2_14_attention_kernels.ipynb #0e6f0fa5
-@njit(cache=True, fastmath=FAST, parallel=True)
 def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softcap=0.0, sinks=None):
     """Causal attention of queries `q` `(n, n_heads, head_dim)` at positions pos0.. over the cached keys and values
     of `layer` (`(n_layers, n_kv_heads, n_slots, head_dim)`, filled up to position pos0+n-1; position j in slot
     j % n_slots, a ring when a windowed layer keeps fewer slots than positions); `window` 0 = unlimited.
     Query head h uses kv head h // (n_heads // n_kv_heads). Writes `out` `(n, n_heads, head_dim)`. `softcap` > 0:
     scores become softcap * tanh(score / softcap) before the softmax (Gemma 2). `sinks` `(n_heads,)`: each head's
-    sink score, which joins its softmax's sum and has no value (gpt-oss). Batch-invariant: see above."""
+    sink score, which joins its softmax's sum and has no value (gpt-oss). Batch-invariant: see above.
+    (Every argument reaches the kernel given, with one type: to numba a left-out default or a float32 scale is
+    another signature, and another version of a kernel that takes a minute or more to compile.)"""
+    _tiled_attention(q, k_cache, v_cache, int(layer), int(pos0), float(scale), int(window), out, float(softcap), sinks)
+
+@njit(cache=True, fastmath=FAST, parallel=True)
+def _tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softcap, sinks):
+    "`tiled_attention`'s kernel: every argument given."
     n, n_heads, hd = q.shape
     qscale = np.float32(scale) * _LOG2E               # softmax in base 2: exp(s) = 2**(s log2(e)), folded into q
     sink2, plan = _base2_sinks(sinks, n_heads), _plan(n, pos0, window, k_cache.shape[1])
@@ -733,12 +739,17 @@ def _pointer_like(typingctx, like, address):
     return types.CPointer(like.dtype)(like, address), codegen
 
 # %% ../nbs/2_14_attention_kernels.ipynb #316e8927
-@njit(cache=True, fastmath=FAST, parallel=True)
 def decode_attention(q, like, caches, scale, window, out, softcap=0.0, sinks=None):
     """`tiled_attention` of the one token of each of several caches, in one parallel loop: row p of `q` `(n, n_heads,
     head_dim)`, at position caches[p, 3], over the keys and values whose addresses and slots `caches[p]` holds
     (`cache_row`), arrays `(n_kv_heads, slots, head_dim)` of `like`'s type (a cache `(n_layers, n_kv_heads, slots,
-    head_dim)`, which the caller keeps alive). Each token's tasks and sums are those it has alone: the same bits."""
+    head_dim)`, which the caller keeps alive). Each token's tasks and sums are those it has alone: the same bits.
+    (One signature per cache type, as for `tiled_attention`.)"""
+    _decode_attention(q, like, caches, float(scale), int(window), out, float(softcap), sinks)
+
+@njit(cache=True, fastmath=FAST, parallel=True)
+def _decode_attention(q, like, caches, scale, window, out, softcap, sinks):
+    "`decode_attention`'s kernel: every argument given."
     n, n_heads, hd = q.shape
     n_kv = like.shape[1]
     qscale = np.float32(scale) * _LOG2E

@@ -91,7 +91,7 @@ def test_same_bits_on_any_thread_count():
 
 _FRESH_OR_CACHED = """
 import sys, numpy as np
-from llmbook.attention_kernels import tiled_attention, rmsnorm
+from llmbook.attention_kernels import tiled_attention, _tiled_attention, rmsnorm
 rng = np.random.default_rng(0)
 q = rng.standard_normal((1, 9, 64)).astype(np.float32)
 K = (rng.standard_normal((1, 3, 2048, 64)) * 0.5).astype(np.float16).view(np.uint16)
@@ -99,9 +99,9 @@ V = rng.standard_normal((1, 3, 2048, 64)).astype(np.float16).view(np.uint16)
 X = rng.standard_normal((5, 576)).astype(np.float32)
 o, y = np.empty_like(q), np.empty_like(X)
 tiled_attention(q, K, V, 0, 2000, 0.125, 0, o); rmsnorm(X, np.ones(576, np.float32), 1e-5, y)
-cached = bool(tiled_attention.stats.cache_hits) and bool(rmsnorm.stats.cache_hits)
+cached = bool(_tiled_attention.stats.cache_hits) and bool(rmsnorm.stats.cache_hits)
 if not cached: sys.exit(0)                                         # the first run: the cache is filled
-tiled_attention.recompile(); rmsnorm.recompile()                   # the same kernels compiled again, here
+_tiled_attention.recompile(); rmsnorm.recompile()                   # the same kernels compiled again, here
 o2, y2 = np.empty_like(q), np.empty_like(X)
 tiled_attention(q, K, V, 0, 2000, 0.125, 0, o2); rmsnorm(X, np.ones(576, np.float32), 1e-5, y2)
 print(cached, np.array_equal(o, o2) and np.array_equal(y, y2))
@@ -113,8 +113,9 @@ def test_kernels_from_the_cache_give_the_compiled_bits(tmp_path):
     first run and its next ones gave other logits). The first run fills a fresh cache; the second loads from it, then
     compiles the kernels again in the same process and compares."""
     import os, subprocess, sys
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
-    run = lambda: subprocess.run([sys.executable, "-c", _FRESH_OR_CACHED], env=env, capture_output=True, text=True, timeout=900)
-    first = run(); assert first.returncode == 0, first.stderr[-2000:]
+    # numba's own cache, which earlier runs have most likely filled: then one process loads and compiles again (the
+    # kernel takes a minute or more to compile on a slow machine); if it was empty, the first run fills it
+    run = lambda: subprocess.run([sys.executable, "-c", _FRESH_OR_CACHED], capture_output=True, text=True, timeout=900)
     second = run(); assert second.returncode == 0, second.stderr[-2000:]
+    if second.stdout.split() == []: second = run(); assert second.returncode == 0, second.stderr[-2000:]
     assert second.stdout.split() == ["True", "True"], second.stdout
