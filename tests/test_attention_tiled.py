@@ -107,12 +107,12 @@ tiled_attention(q, K, V, 0, 2000, 0.125, 0, o2); rmsnorm(X, np.ones(576, np.floa
 print(cached, np.array_equal(o, o2) and np.array_equal(y, y2))
 """
 
-def test_kernels_from_the_cache_give_the_compiled_bits(tmp_path):
+def test_kernels_from_the_cache_give_the_compiled_bits():
     """A process that loads the kernels from numba's cache gets the bits a process that compiles them gets: no sum's
     order is left to LLVM ("reassoc" let it re-add a parallel kernel's sums when numba linked it again, and a program's
-    first run and its next ones gave other logits). The first run fills a fresh cache; the second loads from it, then
-    compiles the kernels again in the same process and compares."""
-    import os, subprocess, sys
+    first run and its next ones gave other logits). A process loads the kernels from numba's cache (filled first, if it
+    was empty), then compiles them again in the same process and compares."""
+    import subprocess, sys
     # numba's own cache, which earlier runs have most likely filled: then one process loads and compiles again (the
     # kernel takes a minute or more to compile on a slow machine); if it was empty, the first run fills it
     run = lambda: subprocess.run([sys.executable, "-c", _FRESH_OR_CACHED], capture_output=True, text=True, timeout=900)
