@@ -550,32 +550,32 @@ def _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part
             for x in range(O.shape[1]): part_o[t, h, s, x] = O[r, x]
 
 # %% ../nbs/2_14_attention_kernels.ipynb #fdeb332a
-def _dots_keys(Q, K, a, n, buf, C, at, step):
-    "C = Q @ (the keys of positions a..a+n-1).T, asking for K's bytes from `at`, `step` per block of keys."
-    _dots(Q, f32_rows(K, a % K.shape[0], a % K.shape[0] + n, buf), C)
+@njit(inline="always")
+def _slot_run(src, j, n, buf):
+    """The rows of positions j..j+n-1 as stored (float32, or f16 bits): where they lie when they are one run of slots,
+    else copied row by row into `buf`, of src's type (a run across a ring's wrap)."""
+    slots = src.shape[0]
+    a = j % slots
+    if a + n <= slots: return src[a:a + n]
+    for r in range(n): buf[r] = src[(j + r) % slots]
+    return buf[:n]
 
-@overload(_dots_keys, inline="always")
-def _dots_keys_ol(Q, K, a, n, buf, C, at, step):
-    if K.dtype == types.uint8: return lambda Q, K, a, n, buf, C, at, step: _dots(Q, _ring_rows(K, a, n, buf), C, K, at, step)
-    def in_place(Q, K, a, n, buf, C, at, step):        # f32 or f16: in place, unless the run crosses the ring's wrap
-        s = a % K.shape[0]
-        if s + n <= K.shape[0]: _dots(Q, K[s:s + n], C, K, at, step)
-        else: _dots(Q, _ring_rows(K, a, n, buf), C, K, at, step)
-    return in_place
+def _tile_rows(src, j, n, buf):
+    "The rows of positions j..j+n-1 as the kernels read them: f32 or f16 bits as stored, q8_0 blocks dequantized into `buf`."
+    return _ring_rows(src, j, n, buf) if src.dtype == np.uint8 else _slot_run(src, j, n, buf)
 
-def _axpys_values(A, V, a, n, buf, C, k0, k1, at, nbytes):
-    "C += A[:, k0:k1] @ (the values of positions a..a+n-1)[k0:k1], asking first for `nbytes` of V's bytes from `at`."
-    _axpys(A, f32_rows(V, a % V.shape[0], a % V.shape[0] + n, buf), C, k0, k1)
+@overload(_tile_rows, inline="always")
+def _tile_rows_ol(src, j, n, buf):
+    return _ring_rows.py_func if src.dtype == types.uint8 else _slot_run.py_func   # their code, inlined as it is
 
-@overload(_axpys_values, inline="always")
-def _axpys_values_ol(A, V, a, n, buf, C, k0, k1, at, nbytes):
-    if V.dtype == types.uint8:
-        return lambda A, V, a, n, buf, C, k0, k1, at, nbytes: _axpys(A, _ring_rows(V, a, n, buf), C, k0, k1, V, at, nbytes)
-    def in_place(A, V, a, n, buf, C, k0, k1, at, nbytes):
-        s = a % V.shape[0]
-        if s + n <= V.shape[0]: _axpys(A, V[s:s + n], C, k0, k1, V, at, nbytes)
-        else: _axpys(A, _ring_rows(V, a, n, buf), C, k0, k1, V, at, nbytes)
-    return in_place
+def _tile_buffer(cache, hd):
+    "A buffer for one tile of a cache's rows, as `_tile_rows` fills it: float32 for q8_0 blocks, else the cache's type."
+    return np.empty((BK, hd), np.float32 if cache.dtype == np.uint8 else cache.dtype)
+
+@overload(_tile_buffer, inline="always")
+def _tile_buffer_ol(cache, hd):
+    if cache.dtype == types.uint8: return lambda cache, hd: np.empty((BK, hd), np.float32)
+    return lambda cache, hd: np.empty((BK, hd), cache.dtype)
 
 @njit(fastmath=FAST, inline="always")
 def _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l, Kf, Vf):
@@ -588,7 +588,7 @@ def _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l, Kf, 
         w, c = jb - ja, ja - j0
         nxt = (j0 + BK) % K.shape[0]                 # the next tile's first slot, and its bytes
         ahead = min(BK, K.shape[0] - nxt) * row_bytes
-        _dots_keys(Q, K, ja, w, Kf, S[:, c:c + w], nxt * row_bytes, (ahead * KB + w - 1) // w)
+        _dots(Q, _tile_rows(K, ja, w, Kf), S[:, c:c + w], K, nxt * row_bytes, (ahead * KB + w - 1) // w)
         if cap2 > 0:                                 # Gemma 2's soft cap, in base-2 units: cap2 = cap * log2(e)
             for r in range(nr):
                 for j in range(c, c + w): S[r, j] = cap2 * np.tanh(S[r, j] / cap2)
@@ -597,7 +597,7 @@ def _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l, Kf, 
             a, b = max(ja, _first_key(p, window)) - j0, min(jb, p + 1) - j0     # the keys row r sees
             if a < b: _softmax_tile(S[r], a, b, r, m, l, O)
             else: S[r, :] = 0
-        _axpys_values(S[:, c:c + w], V, ja, w, Vf, O, 0, w, nxt * row_bytes, ahead)
+        _axpys(S[:, c:c + w], _tile_rows(V, ja, w, Vf), O, 0, w, V, nxt * row_bytes, ahead)
 
 # %% ../nbs/2_14_attention_kernels.ipynb #471ec74e
 @intrinsic
@@ -627,6 +627,21 @@ def _base2_sinks(sinks, n_heads):
     return sink2
 
 # %% ../nbs/2_14_attention_kernels.ipynb #af7a19bc
+@njit(cache=True, fastmath=FAST)
+def _task_run(Q, K, V, sa, sb, seg0, pos0, t0, t1, kv, group, window, cap2, S, O, m, l, Kf, Vf,
+              out, part_m, part_l, part_o, sink2):
+    "Segments sa..sb-1 of a task (the rows of Q, over one kv head's keys K and values V), each summed from scratch."
+    nr, hd = O.shape
+    for s in range(sa, sb):
+        c0 = max((seg0 + s) * SEG, _first_key(pos0 + t0, window))   # keys of the segment some row of the block sees
+        c1 = min((seg0 + s + 1) * SEG, pos0 + t1)
+        if c0 < c1:
+            for r in range(nr):
+                m[r], l[r] = -np.inf, 0
+                for x in range(hd): O[r, x] = 0
+            _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l, Kf, Vf)
+            _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o, sink2)
+
 @njit(fastmath=FAST, inline="always")
 def _attention_task(task, q, k_cache, v_cache, pos0, window, softcap, qscale, plan, out, part_m, part_l, part_o, sink2):
     "Task `task` of `plan`: the queries of one kv head and token block over one run of segments of `k_cache[kv]`."
@@ -642,17 +657,9 @@ def _attention_task(task, q, k_cache, v_cache, pos0, window, softcap, qscale, pl
     O = np.empty((nr, hd), np.float32)
     m, l = np.empty(nr, np.float32), np.empty(nr, np.float32)   # each row's running max and sum
     S = np.zeros((nr, BK), np.float32)
-    Kf, Vf = np.empty((BK, hd), np.float32), np.empty((BK, hd), np.float32)   # a tile widened, or gathered
-    for s in range(run * per, min(n_seg, run * per + per)):
-        c0 = max((seg0 + s) * SEG, _first_key(pos0 + t0, window))   # keys of the segment some row of the block sees
-        c1 = min((seg0 + s + 1) * SEG, pos0 + t1)
-        if c0 < c1:
-            for r in range(nr):                  # each segment is summed from scratch
-                m[r], l[r] = -np.inf, 0
-                for x in range(hd): O[r, x] = 0
-            _task_tiles(Q, k_cache[kv], v_cache[kv], c0, c1, pos0, t0, group, window,
-                        np.float32(softcap) * _LOG2E, S, O, m, l, Kf, Vf)
-            _task_store(O, m, l, t0, kv, group, s, pos0, window, seg0, out, part_m, part_l, part_o, sink2)
+    Kf, Vf = _tile_buffer(k_cache, hd), _tile_buffer(v_cache, hd)   # a tile gathered, or dequantized
+    _task_run(Q, k_cache[kv], v_cache[kv], run * per, min(n_seg, run * per + per), seg0, pos0, t0, t1, kv, group,
+              window, np.float32(softcap) * _LOG2E, S, O, m, l, Kf, Vf, out, part_m, part_l, part_o, sink2)
 
 # %% ../nbs/2_14_attention_kernels.ipynb #0e6f0fa5
 def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softcap=0.0, sinks=None):
@@ -663,7 +670,7 @@ def tiled_attention(q, k_cache, v_cache, layer, pos0, scale, window, out, softca
     scores become softcap * tanh(score / softcap) before the softmax (Gemma 2). `sinks` `(n_heads,)`: each head's
     sink score, which joins its softmax's sum and has no value (gpt-oss). Batch-invariant: see above.
     (Every argument reaches the kernel given, with one type: to numba a left-out default or a float32 scale is
-    another signature, and another version of a kernel that takes a minute or more to compile.)"""
+    another signature, and another version of a kernel that takes a while to compile.)"""
     _tiled_attention(q, k_cache, v_cache, int(layer), int(pos0), float(scale), int(window), out, float(softcap), sinks)
 
 @njit(cache=True, fastmath=FAST, parallel=True)
