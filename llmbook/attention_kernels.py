@@ -11,6 +11,7 @@ __all__ = ['FAST', 'KV_STORAGES', 'BK', 'SEG', 'KB', 'XB', 'rmsnorm', 'add_rmsno
 import numpy as np
 from numba import njit, prange, types, carray
 from numba.core import cgutils
+from numba.np.ufunc.parallel import _launch_threads
 from numba.extending import intrinsic, overload
 from llvmlite import ir
 from .tensors import GGMLType, GGML_TYPES, QTensor
@@ -603,6 +604,7 @@ def _task_tiles(Q, K, V, c0, c1, pos0, t0, group, window, cap2, S, O, m, l, Kf, 
 @intrinsic
 def _threads(typingctx):
     "The number of threads numba's parallel loops run on (`numba.get_num_threads()`), for a cached kernel."
+    _launch_threads()                 # the pool's library loaded first, as numba's own does: else its symbol is unknown
     def codegen(context, builder, sig, args):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(cgutils.intp_t, []), "get_num_threads")
         return builder.call(fn, [])

@@ -119,3 +119,21 @@ def test_kernels_from_the_cache_give_the_compiled_bits():
     second = run(); assert second.returncode == 0, second.stderr[-2000:]
     if second.stdout.split() == []: second = run(); assert second.returncode == 0, second.stderr[-2000:]
     assert second.stdout.split() == ["True", "True"], second.stdout
+
+
+_DECODE_FIRST = """
+import numpy as np
+from llmbook.attention_kernels import decode_attention, cache_row
+K = np.random.default_rng(0).integers(0, 60, (1, 3, 512, 64)).astype(np.uint16)     # f16 bits
+q = np.ones((1, 9, 64), np.float32); o = np.empty_like(q)
+decode_attention(q, K, np.array([cache_row(K, K, 0, 400)], np.int64), 0.125, 0, o)
+print(np.isfinite(o).all())
+"""
+
+def test_decode_attention_compiles_first_in_a_fresh_process(tmp_path):
+    """A process whose first kernel is `decode_attention`, on an empty numba cache (its `_threads` once stopped LLVM:
+    'Symbol not found: get_num_threads', the thread pool not loaded yet)."""
+    import os, subprocess, sys
+    r = subprocess.run([sys.executable, "-c", _DECODE_FIRST], capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)})
+    assert r.returncode == 0 and r.stdout.split() == ["True"], r.stderr[-2000:]
